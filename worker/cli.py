@@ -1,0 +1,185 @@
+"""The `skiplock` command: migrate, enqueue, worker, dev (and the commands later modules add).
+
+Every error a person can fix ends as one line on stderr and exit status 2, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from worker.config import load_settings
+from worker.errors import EnqueueError, SkiplockError
+from worker.logs import configure_logging
+
+log = logging.getLogger("skiplock.cli")
+
+# name -> (add arguments, run); other modules register their commands here at import time.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]):
+    """Register `skiplock NAME`; the decorated function gets the parsed args and returns an exit code."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = (help_text, add_args, run)
+        return run
+
+    return register
+
+
+# ---- migrate --------------------------------------------------------------------------------
+
+
+@command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", lambda p: None)
+def _migrate(args: argparse.Namespace) -> int:
+    from worker.migrate import apply_migrations
+
+    applied = apply_migrations(load_settings().require_database_url())
+    print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "; up to date"))
+    return 0
+
+
+# ---- enqueue --------------------------------------------------------------------------------
+
+
+def _enqueue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("queue", help="queue name")
+    p.add_argument("payload", help="the job's payload as JSON, e.g. '{\"user_id\": 1}'")
+    p.add_argument("--priority", type=int, default=0, help="larger runs earlier (default 0)")
+    p.add_argument("--delay", type=float, default=None, help="seconds to wait before the job is ready")
+    p.add_argument("--unique-key", default=None, help="collapse onto an in-flight job with this key")
+    p.add_argument("--max-attempts", type=int, default=None, help="runs before the job is dead")
+
+
+@command("enqueue", "enqueue one job from the shell", _enqueue_args)
+def _enqueue(args: argparse.Namespace) -> int:
+    from worker.producer import close_default_pool, enqueue
+
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise EnqueueError(f"payload is not valid JSON: {exc}") from None
+    try:
+        job_id = enqueue(args.queue, payload, priority=args.priority, delay=args.delay,
+                         unique_key=args.unique_key, max_attempts=args.max_attempts)
+    finally:
+        close_default_pool()
+    if job_id is None:
+        print(f"not enqueued: a job with unique key {args.unique_key!r} is already queued or running")
+    else:
+        print(job_id)
+    return 0
+
+
+# ---- worker ---------------------------------------------------------------------------------
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", help="comma-separated modules with @task handlers (SKIPLOCK_TASKS)")
+    p.add_argument("--queues", help="comma-separated queues to work (default: all with handlers)")
+    p.add_argument("--concurrency", type=int, help="handler threads (SKIPLOCK_CONCURRENCY)")
+    p.add_argument("--batch-size", type=int, help="most jobs per claim (SKIPLOCK_BATCH_SIZE)")
+    p.add_argument("--poll-interval", type=float, help="seconds between idle polls")
+    p.add_argument("--migrate", action="store_true", help="apply migrations before starting")
+
+
+def _positive(name: str, value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise SkiplockError(f"{name} must be > 0, got {value}")
+    return value
+
+
+@command("worker", "run a worker process (same as python -m worker)", _worker_args)
+def _worker(args: argparse.Namespace) -> int:
+    from worker.migrate import apply_migrations
+    from worker.registry import REGISTRY, import_task_modules
+    from worker.runner import Worker
+
+    settings = load_settings(
+        tasks=tuple(m.strip() for m in args.tasks.split(",") if m.strip()) if args.tasks else None,
+        queues=tuple(q.strip() for q in args.queues.split(",") if q.strip()) if args.queues else None,
+        concurrency=_positive("--concurrency", args.concurrency),
+        batch_size=_positive("--batch-size", args.batch_size),
+        poll_interval=_positive("--poll-interval", args.poll_interval),
+    )
+    configure_logging(settings.log_format, settings.log_level)
+    url = settings.require_database_url()
+    if not settings.tasks:
+        raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
+    import_task_modules(settings.tasks)
+    if args.migrate:
+        apply_migrations(url)
+    worker = Worker(settings, REGISTRY)
+    return worker.run(install_signals=True, exit_hard=True)
+
+
+# ---- dev ------------------------------------------------------------------------------------
+
+
+def _dev_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=None, help="embedded PostgreSQL folder (default .skiplock-dev/pg)")
+    p.add_argument("--no-demo", action="store_true", help="do not enqueue the demo workload")
+    p.add_argument("--port", type=int, default=None, help="console port (default $PORT or 5000)")
+
+
+@command("dev", "run everything locally: embedded PostgreSQL if no DATABASE_URL, worker and demo", _dev_args)
+def _dev(args: argparse.Namespace) -> int:
+    from worker.dev import run_dev
+
+    return run_dev(data_dir=args.data_dir, demo=not args.no_demo, port=args.port)
+
+
+# ---- entry point ----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of every registered command."""
+    _load_plugin_commands()
+    parser = argparse.ArgumentParser(prog="skiplock", description="PostgreSQL-only background jobs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_args, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def _load_plugin_commands() -> None:
+    """Import the modules that add commands (console, schedules, doctor, bench) if present."""
+    import importlib
+
+    for module in ("webapp.cli", "worker.recurring_cli", "worker.doctor", "worker.bench"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        result: Any = args.run(args)
+        return int(result or 0)
+    except SkiplockError as exc:
+        print(f"skiplock: error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"skiplock: error: cannot reach the database: {detail}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

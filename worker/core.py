@@ -1,0 +1,165 @@
+"""The queue core: one function per job transition, each a single guarded statement.
+
+Workers, the reaper, the CLI and the console call these; none of them writes job SQL of its own.
+Every function takes a psycopg connection (autocommit or inside the caller's transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from worker import queries
+from worker.status import JobStatus
+
+log = logging.getLogger("skiplock.core")
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job this worker now owns until lease_until."""
+
+    id: int
+    queue: str
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime
+    unique_key: str | None
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished run asks for: 'ok', or an error transition with its text."""
+
+    job_id: int
+    queue: str
+    status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed'
+    delay: float = 0.0  # seconds until the retry, for status 'queued'
+    error: str | None = None
+
+
+def claim(
+    conn: psycopg.Connection,
+    worker_id: str,
+    queues: Sequence[str],
+    leases: Sequence[float],
+    limit: int,
+) -> list[ClaimedJob]:
+    """queued -> running for up to `limit` ready jobs of `queues` (paused queues skipped)."""
+    if limit <= 0 or not queues:
+        return []
+    with conn.cursor() as cur:
+        cur.execute(queries.CLAIM, {"queues": list(queues), "leases": list(leases),
+                                    "limit": limit, "worker_id": worker_id})
+        return [ClaimedJob(*row) for row in cur.fetchall()]
+
+
+def heartbeat(
+    conn: psycopg.Connection, worker_id: str, ids: Sequence[int], leases: Sequence[float]
+) -> set[int]:
+    """Extend leases of this worker's running jobs; return the ids whose lease is still ours."""
+    if not ids:
+        return set()
+    rows = conn.execute(queries.HEARTBEAT, {"ids": list(ids), "leases": list(leases),
+                                            "worker_id": worker_id}).fetchall()
+    return {row[0] for row in rows}
+
+
+def ack_batch(
+    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool
+) -> set[int]:
+    """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker.
+
+    Returns the ids actually written. An id missing from it lost its lease (reaped and maybe
+    re-claimed elsewhere): its result is dropped, never written over the new owner.
+    """
+    if not outcomes:
+        return set()
+    ok = [o.job_id for o in outcomes if o.status == "ok"]
+    errors = [o for o in outcomes if o.status != "ok"]
+    params = {
+        "worker_id": worker_id,
+        "ok_delete": [] if keep_history else ok,
+        "ok_keep": ok if keep_history else [],
+        "err_ids": [o.job_id for o in errors],
+        "err_status": [o.status for o in errors],
+        "err_delay": [o.delay for o in errors],
+        "err_text": [o.error for o in errors],
+    }
+    rows = conn.execute(queries.ACK_BATCH, params).fetchall()
+    return {row[0] for row in rows}
+
+
+def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:
+    """running -> queued now, for this worker's unfinished jobs at graceful shutdown."""
+    if not ids:
+        return []
+    rows = conn.execute(queries.RELEASE_OWN, {"ids": list(ids), "worker_id": worker_id}).fetchall()
+    return [row[0] for row in rows]
+
+
+def reap_expired(conn: psycopg.Connection, limit: int = 1000) -> list[tuple[int, str, str]]:
+    """running with an expired lease -> queued, or dead on the last attempt. Returns (id, queue, status)."""
+    rows = conn.execute(queries.REAP_EXPIRED, {"limit": limit}).fetchall()
+    if rows:
+        conn.execute(queries.REAPED_STATS, {"queues": [r[1] for r in rows]})
+    return [(r[0], r[1], str(r[2])) for r in rows]
+
+
+def release_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[tuple[int, str, str]]:
+    """Operator: running -> queued (or dead on the last attempt) without waiting for the lease."""
+    rows = conn.execute(queries.RELEASE_RUNNING, {"ids": list(ids), "actor": actor}).fetchall()
+    _notify(conn, [r[1] for r in rows if str(r[2]) == JobStatus.QUEUED])
+    return [(r[0], r[1], str(r[2])) for r in rows]
+
+
+def retry_finished(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
+    """Operator: dead/failed -> queued now, attempts reset."""
+    rows = conn.execute(queries.RETRY_FINISHED, {"ids": list(ids)}).fetchall()
+    _notify(conn, [r[1] for r in rows])
+    return [r[0] for r in rows]
+
+
+def purge_finished(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
+    """Operator: delete dead/failed jobs."""
+    return [r[0] for r in conn.execute(queries.PURGE_FINISHED, {"ids": list(ids)}).fetchall()]
+
+
+def cancel_queued(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
+    """Operator: queued -> failed (cancelled), so it never runs."""
+    return [r[0] for r in conn.execute(queries.CANCEL_QUEUED, {"ids": list(ids), "actor": actor})]
+
+
+def run_now(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
+    """Operator: a scheduled queued job becomes ready now."""
+    rows = conn.execute(queries.RUN_NOW, {"ids": list(ids)}).fetchall()
+    _notify(conn, [r[1] for r in rows])
+    return [r[0] for r in rows]
+
+
+def pause_queue(conn: psycopg.Connection, queue: str, actor: str) -> bool:
+    """Stop every worker from claiming `queue`; True if it was not paused before."""
+    return conn.execute(queries.PAUSE_QUEUE, {"queue": queue, "actor": actor}).fetchone() is not None
+
+
+def resume_queue(conn: psycopg.Connection, queue: str) -> bool:
+    """Let workers claim `queue` again; True if it was paused."""
+    resumed = conn.execute(queries.RESUME_QUEUE, {"queue": queue}).fetchone() is not None
+    if resumed:
+        _notify(conn, [queue])
+    return resumed
+
+
+def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:
+    if queues:
+        conn.execute(queries.NOTIFY_QUEUES, {"queues": sorted(set(queues))})

@@ -1,0 +1,65 @@
+"""`skiplock dev`: the whole system on one machine with one command.
+
+Without DATABASE_URL it starts an embedded PostgreSQL (pgserver) in a local folder, migrates it,
+enqueues a demo workload and runs the Procfile's processes under honcho, the way
+`honcho start` would in production-like local runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from worker.config import load_settings
+from worker.db import connect
+from worker.migrate import apply_migrations
+
+DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
+
+# Extra processes for the dev command: name -> function(env) returning a shell command.
+# The console adds itself here; the worker is always present.
+DEV_PROCESSES: dict[str, Callable[[dict[str, str]], str]] = {}
+
+
+def embedded_database_url(data_dir: Path) -> str:
+    """Start (or reuse) the embedded PostgreSQL in `data_dir`; return its URL."""
+    import pgserver
+
+    data_dir = data_dir.resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir, cleanup_mode=None)  # keep it running between dev runs
+    return str(server.get_uri())
+
+
+def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = None) -> int:
+    """Start the dev stack in the foreground; Ctrl-C stops it."""
+    from honcho.manager import Manager
+    from honcho.printer import Printer
+
+    from worker.demo_tasks import enqueue_demo
+
+    settings = load_settings()
+    url = settings.database_url
+    if not url:
+        folder = Path(data_dir) if data_dir else DEFAULT_DATA_DIR
+        print(f"skiplock dev: no DATABASE_URL, starting embedded PostgreSQL in {folder}/", flush=True)
+        url = embedded_database_url(folder)
+    applied = apply_migrations(url)
+    print(f"skiplock dev: database ready ({len(applied)} migration(s) applied)", flush=True)
+    if demo:
+        with connect(url, "skiplock-dev") as conn:
+            ids = enqueue_demo(conn)
+        print(f"skiplock dev: enqueued {len(ids)} demo jobs (emails, reports, webhooks; some retry, "
+              "one ends dead)", flush=True)
+    env = {**os.environ, "DATABASE_URL": url, "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "worker.demo_tasks"),
+           "PORT": str(port or os.environ.get("PORT", "5000")), "PYTHONUNBUFFERED": "1"}
+    manager = Manager(Printer(sys.stdout))
+    python = shlex.quote(sys.executable)
+    manager.add_process("worker", f"{python} -m worker", env=env)
+    for name, build in DEV_PROCESSES.items():
+        manager.add_process(name, build(env), env=env)
+    manager.loop()
+    return int(manager.returncode or 0)

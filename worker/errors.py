@@ -1,0 +1,63 @@
+"""The small exception hierarchy of skiplock.
+
+Each class's docstring is its default message. Errors a person can fix (bad input, bad config)
+derive from SkiplockError so the CLI can print them as one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SkiplockError(Exception):
+    """skiplock failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(SkiplockError, ValueError):
+    """The configuration is invalid."""
+
+
+class EnqueueError(SkiplockError, ValueError):
+    """The job cannot be enqueued; nothing was written."""
+
+
+class MigrationError(SkiplockError):
+    """The schema migrations could not be applied."""
+
+
+class TaskImportError(SkiplockError):
+    """A task module named in SKIPLOCK_TASKS could not be imported."""
+
+
+class NotFound(SkiplockError, LookupError):
+    """No such job."""
+
+
+class InvalidTransition(SkiplockError):
+    """The job is not in a state that allows this action."""
+
+
+# ---- raised by handlers to steer what happens to their job -----------------------------------
+
+
+class HandlerSignal(Exception):
+    """Base of the exceptions a handler raises on purpose to choose its job's next state."""
+
+
+class PermanentFailure(HandlerSignal):
+    """The job cannot succeed; move it to dead now instead of retrying."""
+
+
+class Discard(HandlerSignal):
+    """The job is no longer wanted; finish it as failed without a dead letter."""
+
+
+class RetryAfter(HandlerSignal):
+    """Retry this job after the given delay (counts as an attempt)."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if seconds < 0:
+            raise ValueError("RetryAfter needs a delay >= 0 seconds")
+        self.seconds = float(seconds)
+        super().__init__(message or f"retry requested in {self.seconds:g}s")

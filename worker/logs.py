@@ -1,0 +1,43 @@
+"""Log setup: readable lines by default, one JSON object per line with SKIPLOCK_LOG_FORMAT=json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+# Extra fields a job log line may carry; both formats show them.
+JOB_FIELDS = ("job_id", "queue", "attempt", "outcome", "duration_ms", "worker_id")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message and any job fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in JOB_FIELDS:
+            if hasattr(record, name):
+                data[name] = getattr(record, name)
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, default=str)
+
+
+def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
+    """Send skiplock's logs to stderr in the chosen format (idempotent)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # APScheduler logs every run at INFO; that is noise next to our own job lines.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -1,0 +1,247 @@
+"""Enqueue jobs from Python: validation first, then one INSERT (or one for many jobs).
+
+Everything a caller can get wrong is checked before the database is touched, so a bad call
+raises EnqueueError and writes nothing. With `conn=` the INSERT joins the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from worker import queries
+from worker.config import load_settings
+from worker.db import make_pool
+from worker.errors import EnqueueError
+
+MAX_QUEUE_NAME = 128
+MAX_UNIQUE_KEY = 512
+
+_default_pool: ConnectionPool | None = None
+_default_pool_lock = threading.Lock()
+
+
+def default_pool() -> ConnectionPool:
+    """The process-wide producer pool, built from DATABASE_URL on first use."""
+    global _default_pool
+    with _default_pool_lock:
+        if _default_pool is None:
+            settings = load_settings()
+            _default_pool = make_pool(settings.require_database_url(), "skiplock-producer",
+                                      size=settings.pool_size)
+            atexit.register(close_default_pool)
+        return _default_pool
+
+
+def close_default_pool() -> None:
+    """Close the producer pool (tests and short scripts call this; atexit does it otherwise)."""
+    global _default_pool
+    with _default_pool_lock:
+        if _default_pool is not None:
+            _default_pool.close()
+            _default_pool = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One validated job, ready to be bound into an INSERT."""
+
+    queue: str
+    payload_json: str
+    priority: int
+    run_at: datetime | None
+    unique_key: str | None
+    max_attempts: int
+
+
+def _validate_queue(queue: object) -> str:
+    if not isinstance(queue, str) or not queue.strip():
+        raise EnqueueError("queue name must be a non-empty string")
+    if len(queue) > MAX_QUEUE_NAME:
+        raise EnqueueError(f"queue name is longer than {MAX_QUEUE_NAME} characters")
+    if "\x00" in queue:
+        raise EnqueueError("queue name must not contain NUL characters")
+    return queue
+
+
+def _contains_nul(value: Any) -> bool:
+    """PostgreSQL's jsonb cannot store U+0000 in strings or keys; find it before the database does."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
+def serialize_payload(payload: Any, max_bytes: int) -> str:
+    """The payload as compact JSON text, or EnqueueError saying why it cannot be stored."""
+    if isinstance(payload, float) and not math.isfinite(payload):
+        raise EnqueueError("payload must be JSON: NaN and Infinity are not allowed")
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise EnqueueError(f"payload is not JSON-serialisable: {exc}") from None
+    if _contains_nul(payload):
+        raise EnqueueError("payload must not contain NUL (\\u0000) characters: jsonb cannot store them")
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise EnqueueError(
+            f"payload is {size} bytes, over the limit of {max_bytes} (SKIPLOCK_MAX_PAYLOAD_BYTES); "
+            "store large data elsewhere and enqueue a reference to it"
+        )
+    return text
+
+
+def _validate_when(run_at: datetime | None, delay: float | timedelta | None) -> datetime | None:
+    if run_at is not None and delay is not None:
+        raise EnqueueError("give either run_at or delay, not both")
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise EnqueueError("run_at must be a datetime")
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise EnqueueError(
+                "run_at must be timezone-aware (e.g. datetime.now(timezone.utc)); naive datetimes "
+                "are ambiguous and rejected")
+        return run_at
+    if delay is None:
+        return None
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        raise EnqueueError("delay must be a number of seconds or a timedelta")
+    if seconds < 0:
+        raise EnqueueError(f"delay must not be negative, got {seconds}")
+    if seconds == 0:
+        return None
+    from datetime import UTC
+
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+def _validate_int(name: str, value: object, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EnqueueError(f"{name} must be a whole number, got {value!r}")
+    if not -(2**31) <= value < 2**31:
+        raise EnqueueError(f"{name} must fit in a 32-bit integer, got {value}")
+    if minimum is not None and value < minimum:
+        raise EnqueueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def build_spec(
+    queue: str,
+    payload: Any,
+    *,
+    priority: int = 0,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    unique_key: str | None = None,
+    max_attempts: int | None = None,
+    max_payload_bytes: int | None = None,
+    default_max_attempts: int = 20,
+) -> JobSpec:
+    """Validate one job's arguments into a JobSpec; raises EnqueueError on the first problem."""
+    if max_payload_bytes is None:
+        max_payload_bytes = load_settings().max_payload_bytes
+    if unique_key is not None:
+        if not isinstance(unique_key, str) or not unique_key:
+            raise EnqueueError("unique_key must be a non-empty string or None")
+        if len(unique_key) > MAX_UNIQUE_KEY or "\x00" in unique_key:
+            raise EnqueueError(f"unique_key must be at most {MAX_UNIQUE_KEY} characters, without NUL")
+    return JobSpec(
+        queue=_validate_queue(queue),
+        payload_json=serialize_payload(payload, max_payload_bytes),
+        priority=_validate_int("priority", priority),
+        run_at=_validate_when(run_at, delay),
+        unique_key=unique_key,
+        max_attempts=_validate_int("max_attempts", default_max_attempts if max_attempts is None
+                                   else max_attempts, minimum=1),
+    )
+
+
+def _execute(conn: psycopg.Connection | None, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+    if conn is not None:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    with default_pool().connection() as pooled, pooled.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+def enqueue(
+    queue: str,
+    payload: Any,
+    *,
+    conn: psycopg.Connection | None = None,
+    priority: int = 0,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    unique_key: str | None = None,
+    max_attempts: int | None = None,
+) -> int | None:
+    """Enqueue one job; return its id, or None when unique_key matched a job still in flight.
+
+    With `conn`, the INSERT joins that connection's current transaction (commit or roll back
+    with your business write). Without it, a pooled autocommit connection is used.
+    """
+    settings = load_settings()
+    spec = build_spec(queue, payload, priority=priority, run_at=run_at, delay=delay,
+                      unique_key=unique_key, max_attempts=max_attempts,
+                      max_payload_bytes=settings.max_payload_bytes,
+                      default_max_attempts=settings.default_max_attempts)
+    rows = _execute(conn, queries.ENQUEUE, {
+        "queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
+        "run_at": spec.run_at, "unique_key": spec.unique_key, "max_attempts": spec.max_attempts,
+    })
+    return rows[0][0] if rows else None
+
+
+def enqueue_many(
+    jobs: Iterable[Mapping[str, Any] | tuple[str, Any]],
+    *,
+    conn: psycopg.Connection | None = None,
+) -> list[int]:
+    """Enqueue many jobs with one INSERT; return the ids of the jobs inserted.
+
+    Each item is `(queue, payload)` or a mapping with the keyword arguments of `enqueue`
+    (queue, payload, priority, run_at, delay, unique_key, max_attempts). Every item is
+    validated before anything is sent; jobs collapsed by unique_key are left out of the result.
+    """
+    settings = load_settings()
+    specs: list[JobSpec] = []
+    for index, item in enumerate(jobs):
+        try:
+            if isinstance(item, Mapping):
+                specs.append(build_spec(max_payload_bytes=settings.max_payload_bytes,
+                                        default_max_attempts=settings.default_max_attempts, **item))
+            else:
+                queue, payload = item
+                specs.append(build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
+                                        default_max_attempts=settings.default_max_attempts))
+        except EnqueueError as exc:
+            raise EnqueueError(f"job #{index}: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise EnqueueError(f"job #{index}: expected (queue, payload) or a mapping of enqueue "
+                               f"arguments ({exc})") from None
+    if not specs:
+        return []
+    rows = _execute(conn, queries.ENQUEUE_MANY, {
+        "queues": [s.queue for s in specs],
+        "payloads": [s.payload_json for s in specs],
+        "priorities": [s.priority for s in specs],
+        "run_ats": [s.run_at for s in specs],
+        "unique_keys": [s.unique_key for s in specs],
+        "max_attempts": [s.max_attempts for s in specs],
+    })
+    return [row[0] for row in rows]

@@ -1,0 +1,246 @@
+"""Every SQL statement that reads or changes jobs for the queue core, in one place.
+
+Each statement names the state it expects (and, for a worker, its worker_id) so that a
+transition can only happen from where the caller believes the job is: a zero row count means
+someone else moved it, and the caller drops its stale result (seed 001's double completion).
+Parameters are always bound, never formatted into the text.
+"""
+
+from __future__ import annotations
+
+# ---- producers ---------------------------------------------------------------------------------
+
+# Insert one job; a unique_key already in flight collapses the insert (returns no row).
+# The NOTIFY that wakes workers comes from the statement trigger, not from here.
+ENQUEUE = """
+INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(unique_key)s,
+        %(max_attempts)s)
+ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
+RETURNING id
+"""
+
+# Insert many jobs in one statement from parallel arrays; collapsed unique keys return no row.
+# WITH ORDINALITY keeps input order so callers can map returned ids back to their inputs.
+ENQUEUE_MANY = """
+INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts)
+SELECT q, p::jsonb, pr, coalesce(ra, now()), uk, ma
+  FROM unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[],
+              %(run_ats)s::timestamptz[], %(unique_keys)s::text[], %(max_attempts)s::int[])
+       WITH ORDINALITY AS v(q, p, pr, ra, uk, ma, ord)
+ ORDER BY ord
+ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
+RETURNING id
+"""
+
+# ---- workers -----------------------------------------------------------------------------------
+
+# Claim up to %(limit)s ready jobs from the given queues for one worker, in one statement.
+# Per queue, a LATERAL walk of jobs_ready_idx in (priority DESC, run_at, id) order with SKIP
+# LOCKED; paused queues are left out; then the best %(limit)s overall are marked running.
+# The CTE is the optimisation fence that makes Postgres lock only rows it will update.
+CLAIM = """
+WITH wanted AS (
+    SELECT w.queue, w.lease
+      FROM unnest(%(queues)s::text[], %(leases)s::float8[]) AS w(queue, lease)
+     WHERE NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = w.queue)
+), picked AS (
+    SELECT c.id, wanted.lease
+      FROM wanted
+      CROSS JOIN LATERAL (
+          SELECT j.id, j.priority, j.run_at
+            FROM jobs j
+           WHERE j.queue = wanted.queue AND j.status = 'queued' AND j.run_at <= now()
+           ORDER BY j.priority DESC, j.run_at, j.id
+           LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED
+      ) c
+     ORDER BY c.priority DESC, c.run_at, c.id
+     LIMIT %(limit)s
+)
+UPDATE jobs j
+   SET status = 'running',
+       attempts = j.attempts + 1,
+       started_at = now(),
+       lease_until = now() + make_interval(secs => picked.lease),
+       worker_id = %(worker_id)s
+  FROM picked
+ WHERE j.id = picked.id
+RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.run_at,
+          j.created_at, j.started_at, j.unique_key, j.lease_until
+"""
+
+# Extend the leases of this worker's running jobs; ids missing from the result lost their lease.
+HEARTBEAT = """
+UPDATE jobs j
+   SET lease_until = now() + make_interval(secs => v.lease)
+  FROM unnest(%(ids)s::bigint[], %(leases)s::float8[]) AS v(id, lease)
+ WHERE j.id = v.id AND j.worker_id = %(worker_id)s AND j.status = 'running'
+RETURNING j.id
+"""
+
+# Record a whole ack batch in one statement: successes deleted (or kept as succeeded when
+# history is on), failures requeued with their backoff or finished as dead/failed.
+# Every branch is fenced on worker_id and status, and returns the ids it really changed.
+ACK_BATCH = """
+WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING id, queue
+), kept AS (
+    UPDATE jobs
+       SET status = 'succeeded', finished_at = now(), lease_until = NULL
+     WHERE id = ANY(%(ok_keep)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING id, queue
+), errored AS (
+    UPDATE jobs j
+       SET status = v.status::job_status,
+           run_at = CASE WHEN v.status = 'queued' THEN now() + make_interval(secs => v.delay)
+                         ELSE j.run_at END,
+           finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE now() END,
+           last_error = v.error,
+           worker_id = NULL,
+           lease_until = NULL
+      FROM unnest(%(err_ids)s::bigint[], %(err_status)s::text[], %(err_delay)s::float8[],
+                  %(err_text)s::text[]) AS v(id, status, delay, error)
+     WHERE j.id = v.id AND j.worker_id = %(worker_id)s AND j.status = 'running'
+    RETURNING j.id, j.queue, v.status
+), stats AS (
+    INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
+    SELECT date_trunc('minute', now()), s.queue, %(worker_id)s,
+           count(*) FILTER (WHERE s.outcome = 'ok'),
+           count(*) FILTER (WHERE s.outcome = 'queued'),
+           count(*) FILTER (WHERE s.outcome = 'failed'),
+           count(*) FILTER (WHERE s.outcome = 'dead')
+      FROM (SELECT queue, 'ok' AS outcome FROM deleted
+            UNION ALL SELECT queue, 'ok' FROM kept
+            UNION ALL SELECT queue, status FROM errored) s
+     GROUP BY s.queue
+    ON CONFLICT (minute, queue, worker_id) DO UPDATE
+       SET completed = job_stats.completed + EXCLUDED.completed,
+           retried = job_stats.retried + EXCLUDED.retried,
+           failed = job_stats.failed + EXCLUDED.failed,
+           dead = job_stats.dead + EXCLUDED.dead
+)
+SELECT id FROM deleted UNION ALL SELECT id FROM kept UNION ALL SELECT id FROM errored
+"""
+
+# Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
+# not counted against the job (it was the deploy, not the job), so attempts goes back down.
+RELEASE_OWN = """
+UPDATE jobs
+   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
+       attempts = greatest(attempts - 1, 0)
+ WHERE id = ANY(%(ids)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+RETURNING id
+"""
+
+# ---- reaper and operators ---------------------------------------------------------------------
+
+# Running jobs whose lease expired (crashed or frozen worker) go back to queued, or to dead when
+# that run was their last attempt. One guarded statement; the lease check is repeated in the
+# UPDATE so a heartbeat that lands meanwhile wins. Also used by an operator's "release".
+REAP_EXPIRED = """
+WITH expired AS (
+    SELECT id FROM jobs
+     WHERE status = 'running' AND lease_until < now()
+     ORDER BY lease_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
+                     ELSE 'queued'::job_status END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = concat_ws(E'\\n', 'lease expired: worker ' || j.worker_id
+                              || ' stopped heartbeating during attempt ' || j.attempts, j.last_error),
+       worker_id = NULL,
+       lease_until = NULL,
+       run_at = now()
+  FROM expired
+ WHERE j.id = expired.id AND j.status = 'running' AND j.lease_until < now()
+RETURNING j.id, j.queue, j.status
+"""
+
+# Operator release of chosen running jobs: the same transition as the reaper, without waiting
+# for the lease to expire.
+RELEASE_RUNNING = """
+UPDATE jobs j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
+                     ELSE 'queued'::job_status END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = concat_ws(E'\\n', 'released by ' || %(actor)s || ' from worker ' || j.worker_id
+                              || ' during attempt ' || j.attempts, j.last_error),
+       worker_id = NULL,
+       lease_until = NULL,
+       run_at = now()
+ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'running'
+RETURNING j.id, j.queue, j.status
+"""
+
+# Retry dead or failed jobs: back to queued now with a fresh attempt budget.
+RETRY_FINISHED = """
+UPDATE jobs
+   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+       worker_id = NULL, lease_until = NULL
+ WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
+RETURNING id, queue
+"""
+
+# Purge dead or failed jobs for good.
+PURGE_FINISHED = """
+DELETE FROM jobs
+ WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
+RETURNING id
+"""
+
+# Cancel queued jobs: finish them as failed so they are never claimed.
+CANCEL_QUEUED = """
+UPDATE jobs
+   SET status = 'failed', finished_at = now(),
+       last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error)
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued'
+RETURNING id
+"""
+
+# Run scheduled (future) queued jobs now.
+RUN_NOW = """
+UPDATE jobs SET run_at = now()
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued' AND run_at > now()
+RETURNING id, queue
+"""
+
+# Wake workers of the given queues (used after operator actions make work ready).
+NOTIFY_QUEUES = "SELECT pg_notify('skiplock_jobs', q) FROM unnest(%(queues)s::text[]) AS q"
+
+# Pause / resume a queue for every worker.
+PAUSE_QUEUE = """
+INSERT INTO paused_queues (queue, paused_by) VALUES (%(queue)s, %(actor)s)
+ON CONFLICT (queue) DO NOTHING RETURNING queue
+"""
+RESUME_QUEUE = "DELETE FROM paused_queues WHERE queue = %(queue)s RETURNING queue"
+
+# ---- worker registry ---------------------------------------------------------------------------
+
+# Register or refresh a live worker row (its heartbeat).
+WORKER_UPSERT = """
+INSERT INTO workers (id, host, pid, queues, concurrency, in_flight)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s)
+ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
+"""
+
+# Remove a worker row on clean exit.
+WORKER_DELETE = "DELETE FROM workers WHERE id = %(id)s"
+
+# Forget workers that stopped heartbeating long ago (their jobs are the reaper's business).
+WORKER_PRUNE_STALE = """
+DELETE FROM workers WHERE last_seen < now() - make_interval(secs => %(older_than)s) RETURNING id
+"""
+
+# Reaped-lease counter for metrics: one row per reaper outcome per minute.
+REAPED_STATS = """
+INSERT INTO job_stats (minute, queue, worker_id, reaped)
+SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
+  FROM unnest(%(queues)s::text[]) AS queue GROUP BY queue
+ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
+"""

@@ -1,0 +1,126 @@
+"""Handlers: `@task("emails")` registers one function per queue; SKIPLOCK_TASKS names the modules."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from worker.errors import ConfigError, TaskImportError
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler may ask for besides the payload (declare a parameter named `job`)."""
+
+    id: int
+    queue: str
+    attempt: int
+    max_attempts: int
+    priority: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime
+    unique_key: str | None
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered handler and its per-queue options."""
+
+    queue: str
+    func: Callable[..., Any]
+    wants_job: bool
+    lease_seconds: float | None = None
+    max_attempts: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, payload: Any, job: JobContext) -> Any:
+        if self.wants_job:
+            return self.func(payload, job=job)
+        return self.func(payload)
+
+
+class Registry:
+    """Queue name -> Task. One global instance (`REGISTRY`) is what `@task` fills."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+
+    def add(self, task: Task) -> None:
+        existing = self._tasks.get(task.queue)
+        if existing is not None and existing.func is not task.func:
+            raise ConfigError(
+                f"queue {task.queue!r} already has a handler ({_qualname(existing.func)}); "
+                f"cannot also register {_qualname(task.func)}: one handler per queue")
+        self._tasks[task.queue] = task
+
+    def get(self, queue: str) -> Task | None:
+        return self._tasks.get(queue)
+
+    def queues(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def clear(self) -> None:
+        self._tasks.clear()
+
+
+REGISTRY = Registry()
+# Hooks other modules (recurring schedules) attach to @task's extra keywords.
+TASK_OPTION_HOOKS: dict[str, Callable[[str, Callable[..., Any], Any], None]] = {}
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def task(
+    queue: str,
+    *,
+    lease: float | None = None,
+    max_attempts: int | None = None,
+    **options: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the handler of `queue`.
+
+    The function takes the payload, and may declare `job` to receive a JobContext. `lease`
+    overrides the lease length for this queue. Extra keywords (e.g. `every="5m"`) are passed to
+    option hooks such as recurring schedules; unknown ones are an error.
+    """
+    if not isinstance(queue, str) or not queue.strip():
+        raise ConfigError("@task needs a non-empty queue name")
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        params = inspect.signature(func).parameters
+        wants_job = "job" in params
+        positional = [p for p in params.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
+        if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params.values()):
+            raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
+        REGISTRY.add(Task(queue, func, wants_job, lease, max_attempts, dict(options)))
+        for key, value in options.items():
+            hook = TASK_OPTION_HOOKS.get(key)
+            if hook is None:
+                raise ConfigError(f"@task({queue!r}) got an unknown option {key!r}")
+            hook(queue, func, value)
+        return func
+
+    return decorate
+
+
+def import_task_modules(modules: tuple[str, ...] | list[str]) -> None:
+    """Import each module so its @task decorators run; a failure names the module and the cause."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            at = f" ({where.filename}:{where.lineno})" if where else ""
+            raise TaskImportError(
+                f"cannot import task module {name!r} from SKIPLOCK_TASKS/--tasks: "
+                f"{type(exc).__name__}: {exc}{at}") from exc

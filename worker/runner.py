@@ -1,0 +1,464 @@
+"""The worker process: claim in batches, run handlers in a bounded pool, ack in batches.
+
+Threads, and what each one owns:
+- main thread: the claim loop. Claims up to the number of free slots in one statement, hands
+  jobs to the handler pool, then sleeps until a NOTIFY, a freed slot or the poll interval.
+- handler pool (`concurrency` threads): runs handlers; no transaction is open meanwhile.
+- acker: gathers outcomes and writes each batch with one fenced statement; on a lost
+  connection it keeps them and retries, so finished work is never forgotten.
+- heartbeat: extends the leases of running and not-yet-acked jobs.
+- listener: LISTEN/NOTIFY wake-ups. APScheduler: reaper, worker registry, recurring, pruner.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_mod
+import signal
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from worker import core, queries
+from worker.backoff import backoff_seconds
+from worker.config import Settings
+from worker.db import is_connection_error, make_pool
+from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter
+from worker.listener import Listener
+from worker.maintenance import add_service, build_scheduler
+from worker.reaper import Reaper
+from worker.registry import REGISTRY, JobContext, Registry, Task
+
+log = logging.getLogger("skiplock.worker")
+
+MAX_ERROR_CHARS = 8000
+WORKER_ROW_SECONDS = 5.0
+
+
+def make_worker_id() -> str:
+    """host:pid:random; unique across restarts so a new process never inherits an old fence."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def format_error(exc: BaseException) -> str:
+    """The traceback, truncated from the middle so both the cause and the raise site survive."""
+    text = "".join(traceback.format_exception(exc)).strip()
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    half = MAX_ERROR_CHARS // 2
+    return f"{text[:half]}\n... [{len(text) - MAX_ERROR_CHARS} characters cut] ...\n{text[-half:]}"
+
+
+def first_line(text: str | None) -> str:
+    """The first line of an error text, for log lines and grouping."""
+    return (text or "").strip().splitlines()[-1][:300] if text else ""
+
+
+@dataclass
+class Counters:
+    """What this process did, for logs, tests and the health endpoint."""
+
+    claimed: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    failed: int = 0
+    stale_acks: int = 0
+    claim_errors: int = 0
+    ack_errors: int = 0
+    lost_leases: int = 0
+    claim_seconds: list[float] = field(default_factory=list)
+
+
+class Worker:
+    """One worker process's runtime. `run()` blocks until SIGTERM/SIGINT or `request_stop()`."""
+
+    def __init__(self, settings: Settings, registry: Registry = REGISTRY,
+                 queues: list[str] | None = None) -> None:
+        self.settings = settings
+        self.url = settings.require_database_url()
+        self.registry = registry
+        self.queues = self._resolve_queues(queues)
+        self.tasks: dict[str, Task] = {q: t for q in self.queues if (t := registry.get(q)) is not None}
+        self.leases = [self._lease_for(q) for q in self.queues]
+        self.worker_id = make_worker_id()
+        self.counters = Counters()
+        self.pool: ConnectionPool | None = None
+        self._stop = threading.Event()
+        self._stopped_claiming = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
+        self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
+        self._futures: dict[int, Future[None]] = {}
+        self._outcomes: queue_mod.SimpleQueue[core.Outcome] = queue_mod.SimpleQueue()
+        self._acker_done = threading.Event()  # set at the very end of shutdown: stops acker/heartbeat
+        self._skip_grace = False
+        self._exit_hard = False
+        self._executor = ThreadPoolExecutor(max_workers=settings.concurrency,
+                                            thread_name_prefix="skiplock-handler")
+        # Claim again when at least this many slots are free (or nothing runs): claiming one
+        # job per freed slot would spend a round trip per job under load.
+        self._claim_threshold = max(1, min(settings.batch_size, settings.concurrency) // 2)
+        self.listener: Listener | None = None
+        self.scheduler = build_scheduler()
+        self.reaper: Reaper | None = None
+        self._threads: list[threading.Thread] = []
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def _resolve_queues(self, queues: list[str] | None) -> list[str]:
+        chosen = list(queues or self.settings.queues or self.registry.queues())
+        if not chosen:
+            raise ConfigError("no queues to work: register handlers with @task in a module named by "
+                              "SKIPLOCK_TASKS/--tasks, or pass --queues")
+        missing = [q for q in chosen if self.registry.get(q) is None]
+        if missing:
+            raise ConfigError(f"no handler registered for queue(s) {', '.join(missing)}; "
+                              f"known: {', '.join(self.registry.queues()) or 'none'}")
+        return chosen
+
+    def _lease_for(self, queue: str) -> float:
+        task = self.registry.get(queue)
+        if queue in self.settings.queue_leases or task is None or task.lease_seconds is None:
+            return self.settings.lease_for(queue)
+        return float(task.lease_seconds)
+
+    @property
+    def app_name(self) -> str:
+        return f"skiplock-worker {self.worker_id.rsplit(':', 1)[-1]}"
+
+    # ---- public controls ------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Make the claim loop look for work now."""
+        self._wake.set()
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM/SIGINT do); a second call skips the grace."""
+        if self._stop.is_set():
+            self._stopped_claiming.set()
+            self._skip_grace = True
+        self._stop.set()
+        self._wake.set()
+
+    def in_flight_ids(self) -> list[int]:
+        with self._lock:
+            return list(self._inflight)
+
+    def register_service(self, name: str, run_once: Any, every_seconds: float) -> None:
+        """Add a periodic service to this worker's APScheduler (used by recurring/pruner)."""
+        add_service(self.scheduler, name, run_once, every_seconds)
+
+    # ---- main ------------------------------------------------------------------------------
+
+    def run(self, install_signals: bool = True, exit_hard: bool = False) -> int:
+        """Work until stopped; return the process exit code (0 after a clean shutdown).
+
+        `exit_hard` (the CLI) ends the process with os._exit once released jobs are handed back,
+        because their handler threads may still be running and must not hold the process open.
+        """
+        self._exit_hard = exit_hard
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.request_stop())
+        self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
+        self.reaper = Reaper(self.pool)
+        log.info("worker %s starting: queues=%s concurrency=%d batch=%d", self.worker_id,
+                 ",".join(self.queues), self.settings.concurrency, self.settings.batch_size)
+        self._start_threads()
+        try:
+            self._claim_loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _start_threads(self) -> None:
+        self.listener = Listener(self.url, set(self.queues), self.wake,
+                                 f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}")
+        self.listener.start()
+        for target, name in ((self._acker_loop, "skiplock-acker"),
+                             (self._heartbeat_loop, "skiplock-heartbeat")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        assert self.reaper is not None
+        add_service(self.scheduler, "reaper", self.reaper.run_once, self.settings.reaper_interval)
+        add_service(self.scheduler, "worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS)
+        for hook in STARTUP_HOOKS:
+            hook(self)
+        self.scheduler.start()
+
+    def _claim_loop(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            self._wake.clear()
+            with self._lock:
+                free = self.settings.concurrency - len(self._inflight)
+            claimed_full = False
+            if free > 0:
+                want = min(free, self.settings.batch_size)
+                try:
+                    jobs = self._claim(want)
+                    backoff = 0.1
+                except Exception as exc:
+                    if not is_connection_error(exc):
+                        raise
+                    self.counters.claim_errors += 1
+                    log.warning("claim failed, database unavailable (%s); retrying in %.1fs",
+                                first_line(str(exc)), backoff)
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                for job in jobs:
+                    self._start_job(job)
+                claimed_full = len(jobs) == want
+            if claimed_full:
+                continue  # more may be ready: claim again as soon as slots allow
+            self._wake.wait(self.settings.poll_interval)
+
+    def _claim(self, limit: int) -> list[core.ClaimedJob]:
+        assert self.pool is not None
+        started = time.perf_counter()
+        with self.pool.connection() as conn:
+            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit)
+        elapsed = time.perf_counter() - started
+        self.counters.claimed += len(jobs)
+        if len(self.counters.claim_seconds) < 10_000:
+            self.counters.claim_seconds.append(elapsed)
+        return jobs
+
+    def _start_job(self, job: core.ClaimedJob) -> None:
+        with self._lock:
+            self._inflight[job.id] = job
+        self._futures[job.id] = self._executor.submit(self._execute, job)
+
+    # ---- one job ---------------------------------------------------------------------------
+
+    def _execute(self, job: core.ClaimedJob) -> None:
+        task = self.tasks[job.queue]
+        ctx = JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
+                         job.created_at, job.started_at, job.unique_key, self.worker_id)
+        started = time.perf_counter()
+        try:
+            task(job.payload, ctx)
+            outcome = core.Outcome(job.id, job.queue, "ok")
+        except PermanentFailure as exc:
+            outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))
+        except Discard as exc:
+            outcome = core.Outcome(job.id, job.queue, "failed", error=format_error(exc))
+        except RetryAfter as exc:
+            outcome = self._retry_or_dead(job, exc, exc.seconds)
+        except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
+            outcome = self._retry_or_dead(job, exc, None)
+        duration_ms = (time.perf_counter() - started) * 1000
+        self._finish(job, outcome, duration_ms)
+
+    def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
+        error = format_error(exc)
+        if job.attempts >= job.max_attempts:
+            return core.Outcome(job.id, job.queue, "dead", error=error)
+        if delay is None:
+            delay = backoff_seconds(job.attempts, base=self.settings.backoff_base, cap=self.settings.backoff_cap)
+        return core.Outcome(job.id, job.queue, "queued", delay=delay, error=error)
+
+    def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> None:
+        extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts,
+                 "outcome": outcome.status, "duration_ms": round(duration_ms, 2)}
+        if outcome.status == "ok":
+            log.info("job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
+                     job.max_attempts, duration_ms, extra=extra)
+        else:
+            verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
+                    "failed": "discarded"}[outcome.status]
+            log.warning("job %d queue=%s attempt=%d/%d %s after %.1fms: %s", job.id, job.queue,
+                        job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
+                        extra=extra)
+        with self._lock:
+            self._inflight.pop(job.id, None)
+            self._futures.pop(job.id, None)
+            self._unacked[job.id] = job.queue
+            free = self.settings.concurrency - len(self._inflight)
+            idle = not self._inflight
+        self._outcomes.put(outcome)
+        if free >= self._claim_threshold or idle:
+            self._wake.set()
+
+    # ---- acks --------------------------------------------------------------------------------
+
+    def _acker_loop(self) -> None:
+        pending: list[core.Outcome] = []
+        backoff = 0.05
+        while True:
+            if not pending:
+                try:
+                    pending.append(self._outcomes.get(timeout=0.2))
+                except queue_mod.Empty:
+                    if self._acker_done.is_set():
+                        return
+                    continue
+            deadline = time.monotonic() + self.settings.ack_interval
+            while len(pending) < self.settings.ack_batch:
+                remaining = deadline - time.monotonic()
+                try:
+                    pending.append(self._outcomes.get(timeout=max(remaining, 0)) if remaining > 0
+                                   else self._outcomes.get_nowait())
+                except queue_mod.Empty:
+                    break
+            if self._flush(pending):
+                pending = []
+                backoff = 0.05
+            else:
+                # keep every outcome; retry with backoff until the database is back
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _flush(self, outcomes: list[core.Outcome]) -> bool:
+        assert self.pool is not None
+        try:
+            with self.pool.connection() as conn:
+                written = core.ack_batch(conn, self.worker_id, outcomes,
+                                         keep_history=self.settings.keep_history)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                log.exception("ack batch failed; will retry")
+            else:
+                log.warning("ack failed, database unavailable (%s); keeping %d results",
+                            first_line(str(exc)), len(outcomes))
+            self.counters.ack_errors += 1
+            return False
+        for outcome in outcomes:
+            if outcome.job_id not in written:
+                self.counters.stale_acks += 1
+                log.warning("job %d: lease lost before ack, result dropped (another worker owns it now)",
+                            outcome.job_id, extra={"job_id": outcome.job_id, "outcome": "stale"})
+            else:
+                setattr(self.counters, _COUNTER[outcome.status],
+                        getattr(self.counters, _COUNTER[outcome.status]) + 1)
+        with self._lock:
+            for outcome in outcomes:
+                self._unacked.pop(outcome.job_id, None)
+        return True
+
+    # ---- leases --------------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.settings.effective_heartbeat
+        if interval <= 0:
+            return  # heartbeats disabled (tests of lease overrun)
+        while not self._acker_done.wait(interval):
+            self.heartbeat_once()
+
+    def heartbeat_once(self) -> set[int]:
+        """Extend leases of running and unacked jobs; return ids whose lease was lost."""
+        assert self.pool is not None
+        with self._lock:
+            held = {**{i: j.queue for i, j in self._inflight.items()}, **self._unacked}
+        if not held:
+            return set()
+        ids = list(held)
+        leases = [self._lease_for(held[i]) for i in ids]
+        try:
+            with self.pool.connection() as conn:
+                kept = core.heartbeat(conn, self.worker_id, ids, leases)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                log.exception("heartbeat failed")
+            else:
+                log.warning("heartbeat failed, database unavailable (%s)", first_line(str(exc)))
+            return set()
+        with self._lock:
+            # ids acked while the heartbeat ran are not lost, just gone
+            lost = {i for i in ids if i not in kept and (i in self._inflight or i in self._unacked)}
+        for job_id in lost:
+            self.counters.lost_leases += 1
+            log.warning("job %d: lease lost (reaped or released); its result will be dropped", job_id)
+        return lost
+
+    def _refresh_worker_row(self) -> None:
+        assert self.pool is not None
+        with self.pool.connection() as conn:
+            conn.execute(queries.WORKER_UPSERT, {
+                "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
+                "queues": self.queues, "concurrency": self.settings.concurrency,
+                "in_flight": len(self._inflight)})
+
+    # ---- shutdown ------------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        self._stopped_claiming.set()
+        with self._lock:
+            running = dict(self._futures)
+        if running:
+            log.info("stopping: waiting up to %.0fs for %d in-flight job(s)",
+                     self.settings.shutdown_grace, len(running))
+            deadline = time.monotonic() + self.settings.shutdown_grace
+            while time.monotonic() < deadline and not self._skip_grace:
+                done, not_done = wait_futures(list(running.values()), timeout=0.1)
+                if not not_done:
+                    break
+        self._drain_acks(timeout=10.0)
+        unfinished = self.in_flight_ids()
+        if unfinished:
+            self._release(unfinished)
+        self._acker_done.set()
+        self.scheduler.shutdown(wait=False)
+        if self.listener:
+            self.listener.stop()
+        self._delete_worker_row()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.close(timeout=2.0)
+        log.info("worker %s stopped: %d ok, %d retried, %d dead, %d stale acks", self.worker_id,
+                 self.counters.succeeded, self.counters.retried, self.counters.dead,
+                 self.counters.stale_acks)
+        if unfinished and self._exit_hard:
+            # handler threads still run the released jobs; they must not keep the process alive
+            logging.shutdown()
+            os._exit(0)
+
+    def _drain_acks(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                waiting = bool(self._unacked)
+            if not waiting and self._outcomes.empty():
+                return
+            time.sleep(0.01)
+        log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
+                    len(self._unacked))
+
+    def _release(self, ids: list[int]) -> None:
+        assert self.pool is not None
+        try:
+            with self.pool.connection() as conn:
+                released = core.release_own(conn, self.worker_id, ids)
+            log.info("released %d unfinished job(s) back to their queues: %s", len(released),
+                     ",".join(map(str, released)))
+        except Exception as exc:
+            log.warning("could not release %d job(s) (%s); the reaper will return them after their lease",
+                        len(ids), first_line(str(exc)))
+
+    def _delete_worker_row(self) -> None:
+        assert self.pool is not None
+        try:
+            with self.pool.connection() as conn:
+                conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
+        except Exception as exc:
+            log.debug("could not delete worker row: %s", exc)
+
+
+# Called with the Worker before its scheduler starts; other modules (recurring) add services here.
+STARTUP_HOOKS: list[Callable[[Worker], None]] = []
+
+_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed"}

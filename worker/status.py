@@ -1,0 +1,35 @@
+"""The job state machine, written down once.
+
+    enqueue -> queued --claim--> running --ok--> (deleted, or succeeded if history is kept)
+                 ^                  |--error, attempts left--> queued (run_at = now + backoff)
+                 |                  |--error, exhausted / PermanentFailure--> dead
+                 |                  |--Discard--> failed
+                 |                  '--lease expired--> queued, or dead on the last attempt (reaper)
+                 '--- operator: retry dead/failed, release running, cancel queued -> failed ---'
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    """Values of the `job_status` enum; each says which actor moves a job out of it."""
+
+    # Waiting for run_at; a worker's claim moves it to running, an operator's cancel to failed.
+    QUEUED = "queued"
+    # Owned by worker_id until lease_until; the worker's ack, the reaper, a graceful release or
+    # an operator's release moves it out.
+    RUNNING = "running"
+    # Finished without error. Only stored when history is kept; the pruner deletes it later.
+    SUCCEEDED = "succeeded"
+    # Finished unsuccessfully on purpose (operator cancel, handler Discard); no dead letter.
+    FAILED = "failed"
+    # Gave up (attempts exhausted, PermanentFailure, or lease lost on the last attempt).
+    # An operator retries (-> queued) or purges it; the pruner deletes it after retention.
+    DEAD = "dead"
+
+    @property
+    def is_final(self) -> bool:
+        """True for the states that set finished_at."""
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD)
