@@ -58,6 +58,5 @@ def is_connection_error(exc: BaseException) -> bool:
     """True when `exc` means "the database went away", which callers survive by retrying."""
     from psycopg_pool import PoolTimeout
 
-    return isinstance(exc, psycopg.OperationalError | PoolTimeout) or (
-        isinstance(exc, psycopg.errors.AdminShutdown | psycopg.errors.CannotConnectNow)
-    )
+    # AdminShutdown / CannotConnectNow are OperationalErrors too; listed for the reader
+    return isinstance(exc, psycopg.OperationalError | PoolTimeout)

@@ -404,7 +404,7 @@ class Worker:
                      self.settings.shutdown_grace, len(running))
             deadline = time.monotonic() + self.settings.shutdown_grace
             while time.monotonic() < deadline and not self._skip_grace:
-                done, not_done = wait_futures(list(running.values()), timeout=0.1)
+                _done, not_done = wait_futures(list(running.values()), timeout=0.1)
                 if not not_done:
                     break
         self._drain_acks(timeout=10.0)
