@@ -40,8 +40,9 @@ class QueueRow:
     chart: list[charts.Bar]
 
 
-def capped(n: int, cap: int = COUNT_CAP) -> str:
-    """A count for display: exact below the cap, "10,000+" at or above it."""
+def capped(n: int, cap: int | None = None) -> str:
+    """A count for display: exact up to the cap, "10,000+" above it."""
+    cap = COUNT_CAP if cap is None else cap
     return f"{cap:,}+" if n > cap else f"{n:,}"
 
 
