@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from flask import Flask, Response, current_app, g, make_response, render_template, request, session
 from flask.typing import ResponseReturnValue
+from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 audit_log = logging.getLogger("skiplock.console.audit")
@@ -25,6 +27,9 @@ def init_app(app: Flask) -> None:
     app.after_request(_headers)
     app.context_processor(_template_globals)
     app.register_error_handler(HTTPException, _http_error)
+    # the database went away mid-request: say so plainly (503), not a bare 500
+    app.register_error_handler(psycopg.OperationalError, _database_down)
+    app.register_error_handler(PoolTimeout, _database_down)
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
 
@@ -100,6 +105,13 @@ def _headers(response: Response) -> Response:
     if request.endpoint != "static":
         response.headers.setdefault("Cache-Control", "no-store")  # live data, and per-user pages
     return response
+
+
+def _database_down(exc: Exception) -> tuple[str, int]:
+    logging.getLogger("skiplock.console").warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc)
+                                                  else type(exc).__name__)
+    return render_template("error.html", code=503, message="The database is not answering; this page will work "
+                           "again when it is back. /healthz reports the same."), 503
 
 
 def _http_error(exc: HTTPException) -> Response | HTTPException:

@@ -251,12 +251,16 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 # optionally narrowed by queue, finish-time window, the first line of last_error, and text in
 # unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
 # died after the confirmation page was shown are left alone.
-FINISHED_MATCH = """
+# The first line of last_error, cut to 200 characters: the dead-letter "error kind". Written exactly
+# as in migrations/006's jobs_dead_error_idx, so grouping and filtering by it use that index.
+ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
+
+FINISHED_MATCH = f"""
       status = %(status)s::job_status
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
-  AND (%(error)s::text IS NULL OR split_part(coalesce(last_error, ''), E'\\n', 1) = %(error)s::text)
+  AND (%(error)s::text IS NULL OR {ERROR_LINE} = %(error)s::text)
   AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
        OR last_error ILIKE %(text)s::text)
 """

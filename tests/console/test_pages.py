@@ -204,3 +204,29 @@ def test_workers_page_marks_stale(admin, conn):
     gone = re.search(r'data-worker-id="w-gone">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
     assert "t1, t2" in live and "live" in live and "stale" not in live
     assert "stale" in gone
+
+
+def test_pages_say_503_when_the_database_is_down(make_app):
+    app = make_app(DATABASE_URL="postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1", POOL_TIMEOUT=1.0)
+    response = app.test_client().get("/workers/", auth=("ops-admin", "correct horse battery"))
+    assert response.status_code == 503 and b"database is not answering" in response.data
+
+
+def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, monkeypatch):
+    from webapp import queues
+
+    monkeypatch.setattr(queues, "SEARCH_WINDOW", 10)
+    conn.execute("INSERT INTO jobs (queue, payload, run_at) SELECT 't1', "
+                 "CASE WHEN g IN (5, 30) THEN '{\"needle\": true}'::jsonb ELSE jsonb_build_object('n', g) END, "
+                 "now() - make_interval(secs => 100 - g) FROM generate_series(1, 35) g")
+    expected = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE payload ? 'needle' ORDER BY run_at")]
+    found, url, pages = [], "/queues/t1?q=needle", 0
+    while url and pages < 10:
+        html = admin.get(url).get_data(as_text=True)
+        pages += 1
+        found += [int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)]
+        nxt = re.search(r'href="([^"]+)">next page', html)
+        url = nxt.group(1).replace("&amp;", "&") if nxt else None
+        if url:
+            assert "Searched 10 jobs from here" in html
+    assert found == expected and pages == 4
