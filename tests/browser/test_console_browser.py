@@ -119,3 +119,18 @@ def test_a_script_payload_shows_as_text_and_runs_nothing(page, console, conn):
     assert "<script>window.__pwned = 1;" in page.inner_text("pre.payload")
     assert "<script>window.__pwned = 1;" in page.inner_text("pre.last-error")
     assert page.locator("pre.payload script, pre.payload img").count() == 0
+
+
+def test_overview_refreshes_itself_under_the_csp(page, console, conn):
+    problems: list[str] = []
+    # the first visit's 401 (the login page) is expected; script errors and CSP violations are not
+    page.on("console", lambda msg: problems.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    log_in(page, console)
+    page.select_option("select[name=refresh]", "2")  # console.js submits the form on change
+    page.wait_for_selector("#overview[hx-trigger='every 2s, poll-now']")
+    make_job(conn, "live-queue", "queued")
+    # no reload: htmx polls the fragment and swaps the new row in
+    page.wait_for_selector("tr[data-queue=live-queue]", timeout=20_000)
+    assert problems == []
