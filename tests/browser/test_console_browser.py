@@ -134,3 +134,14 @@ def test_overview_refreshes_itself_under_the_csp(page, console, conn):
     # no reload: htmx polls the fragment and swaps the new row in
     page.wait_for_selector("tr[data-queue=live-queue]", timeout=20_000)
     assert problems == []
+    # polls are skipped while the tab is hidden, and one catches up as soon as it is visible again
+    page.goto(console.url + "/prefs?refresh=0&next=/")
+    page.wait_for_selector("#overview[hx-trigger='poll-now']")
+    # htmx:beforeSend fires only for requests that were not cancelled
+    page.evaluate("window.__sent = 0; document.addEventListener('htmx:beforeSend', () => { window.__sent += 1; })")
+    page.evaluate("Object.defineProperty(document, 'hidden', {configurable: true, get: () => true})")
+    page.evaluate("htmx.trigger(document.querySelector('#overview'), 'poll-now')")
+    assert page.evaluate("window.__sent") == 0
+    page.evaluate("Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});"
+                  "document.dispatchEvent(new Event('visibilitychange'))")
+    page.wait_for_function("window.__sent === 1")
