@@ -142,6 +142,44 @@ SELECT {_JOB_COLUMNS} FROM jobs
  LIMIT %(limit)s
 """ for tab, (where, after, upto, order, _) in _TABS.items()}
 
+# Ready and scheduled pages walk jobs_ready_idx one priority at a time: (queue, priority) fixed, then
+# a (run_at, id) row comparison the btree can seek to, so page 1,000 costs what page 1 costs. The
+# priorities come from a loose index scan starting at the cursor's; the search window's end (e_*)
+# prunes lower priorities before their walk starts.
+_QUEUED_PAGE = f"""
+WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
+        AND (%(c_id)s::bigint IS NULL OR priority <= %(c_prio)s)
+      ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
+      FROM prios p WHERE p.priority IS NOT NULL
+)
+SELECT r.* FROM prios p CROSS JOIN LATERAL (
+    SELECT {_JOB_COLUMNS} FROM jobs
+     WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST
+       {_ID_FILTER} {_TEXT_FILTER}
+       AND (run_at, id) > (CASE WHEN p.priority = %(c_prio)s THEN %(c_time)s::timestamptz
+                                ELSE FLOOR END,
+                           CASE WHEN p.priority = %(c_prio)s THEN %(c_id)s::bigint ELSE 0 END)
+       AND (run_at, id) <= (CASE WHEN p.priority = %(e_prio)s THEN %(e_time)s::timestamptz
+                                 ELSE CEILING END,
+                            CASE WHEN p.priority = %(e_prio)s THEN %(e_id)s::bigint ELSE {2**63 - 1} END)
+     ORDER BY run_at, id
+     LIMIT %(limit)s
+) r
+ WHERE p.priority IS NOT NULL AND (%(e_id)s::bigint IS NULL OR p.priority >= %(e_prio)s)
+ ORDER BY r.priority DESC, r.run_at, r.id
+ LIMIT %(limit)s
+"""
+# The btree takes one start and one end key per column: folding "run_at <= now()" (ready) or
+# "run_at > now()" (scheduled) into the row bounds keeps a priority's walk inside its own range.
+LIST["ready"] = (_QUEUED_PAGE.replace("RUN_AT_TEST", "run_at <= now()")
+                 .replace("FLOOR", "'-infinity'::timestamptz").replace("CEILING", "now()"))
+LIST["scheduled"] = (_QUEUED_PAGE.replace("RUN_AT_TEST", "run_at > now()")
+                     .replace("FLOOR", "now()").replace("CEILING", "'infinity'::timestamptz"))
+
 # A text search reads at most %(scan)s rows from the cursor on (ILIKE on payload cannot use an
 # index, and a rare word would otherwise scan a million rows): this is the cursor of the last row
 # of that window, or no row when fewer remain.
