@@ -17,7 +17,7 @@ bp = Blueprint("queues", __name__, url_prefix="/queues")
 
 PAGE_SIZE = 50
 # A text search looks at this many jobs per page at most (see queries.WINDOW_END).
-SEARCH_WINDOW = 20_000
+SEARCH_WINDOW = 10_000
 # Status tabs: ready and scheduled are both status 'queued', split on run_at.
 STATUSES = ("ready", "scheduled", "running", "dead", "failed", "succeeded")
 

@@ -6,7 +6,19 @@ import logging
 from typing import Any
 
 import psycopg
-from flask import Flask, Response, current_app, g, make_response, render_template, request, session
+from flask import (
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
 from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
@@ -75,8 +87,6 @@ def refresh_seconds() -> int:
 
 def prefs() -> ResponseReturnValue:
     """Set the refresh interval (a GET form, so it works without JS), then go back."""
-    from flask import abort, redirect, url_for
-
     raw = request.args.get("refresh", "")
     if not raw.isdigit() or int(raw) not in REFRESH_CHOICES:
         abort(400, f"refresh must be one of {', '.join(map(str, REFRESH_CHOICES))}")
