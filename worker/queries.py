@@ -244,3 +244,24 @@ SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
   FROM unnest(%(queues)s::text[]) AS queue GROUP BY queue
 ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
 """
+
+# ---- pruner ------------------------------------------------------------------------------------
+
+# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
+# ago. The literal IN list lets the planner prove the partial jobs_finished_idx applies (a bound
+# parameter alone would not); the limit keeps every statement's locks small and short, and SKIP
+# LOCKED leaves rows an operator is retrying or purging right now to the next pass. queued and
+# running rows have no finished_at and are outside the index, so they can never match.
+PRUNE_FINISHED = """
+WITH doomed AS (
+    SELECT id FROM jobs
+     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
+       AND finished_at < now() - make_interval(secs => %(older_than)s)
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs j
+ USING doomed
+ WHERE j.id = doomed.id AND j.status = %(status)s::job_status
+RETURNING j.id
+"""
