@@ -21,7 +21,7 @@ class Pruner:
         self.pool = pool
         self.settings = settings
         self.batch = batch
-        # A pass stops after this many statements, so a huge backlog is worked off over several
+        # A pass stops after this many statements per status, so a huge backlog is worked off over several
         # passes instead of one that keeps a connection and the scheduler thread for minutes.
         self.max_batches = max_batches
 
@@ -34,12 +34,10 @@ class Pruner:
     def run_once(self) -> int:
         """Delete succeeded/failed/dead jobs older than their retention; return how many."""
         total = 0
-        statements = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
-                while statements < self.max_batches:
+                for _ in range(self.max_batches):
                     deleted = core.prune_finished(conn, status, keep, self.batch)
-                    statements += 1
                     total += deleted
                     if deleted < self.batch:
                         break
