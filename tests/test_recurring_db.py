@@ -245,3 +245,11 @@ def test_slot_cleanup_keeps_recent_and_latest_slots(conn, pool):
     kept = [s[0] for s in slots(conn, "old")]
     # the last fired slot (even if old), a recent manual one, and the pending one stay
     assert three_days in kept and now - timedelta(hours=1) in kept and len(kept) == 3
+
+
+def test_a_broken_row_does_not_stop_other_definitions(conn, pool, caplog):
+    service = RecurringService(pool, [define("good", queue="rq", every="5m"), define("bad", queue="rq", every="5m")])
+    service.sync()
+    conn.execute("UPDATE recurring_schedules SET schedule = 'every now and then' WHERE name = 'bad'")
+    assert [name for name, _ in service.run_once()] == ["good"]
+    assert "recurring bad: planning failed" in caplog.text

@@ -178,3 +178,8 @@ def test_cron_day_of_month_or_day_of_week_like_crontab():
     either = build_schedule("cron", "0 0 15 * 1", "UTC")
     assert either.next_after(datetime(2026, 1, 10, tzinfo=UTC)) == datetime(2026, 1, 12, tzinfo=UTC)
     assert either.next_after(datetime(2026, 1, 12, 1, tzinfo=UTC)) == datetime(2026, 1, 15, tzinfo=UTC)
+
+
+def test_a_crontab_that_never_fires_is_rejected():
+    with pytest.raises(ConfigError, match=r"recurring 'feb-30'.*no further fire time"):
+        define("feb-30", queue="q", cron="0 0 30 2 *")

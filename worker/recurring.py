@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -100,7 +100,8 @@ def define(
         assert every is not None
         kind, text = "interval", _interval_text(name, every)
     try:
-        build_schedule(kind, text, timezone)
+        # computing one fire time also rejects crontabs that can never fire, like '0 0 30 2 *'
+        build_schedule(kind, text, timezone).next_after(datetime.now(UTC))
     except ValueError as exc:
         raise ConfigError(f"recurring {name!r}: invalid {kind} schedule {text!r}: {exc}") from None
     try:

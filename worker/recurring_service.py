@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from worker import recurring_store
@@ -103,17 +104,27 @@ class RecurringService:
             pending: list[Pending] = []
             with self.pool.connection() as conn:
                 for row in recurring_store.live_schedules(conn):
-                    head = row["next_fire_at"]
-                    if head is None or now >= self._plan_at(row, head):
-                        advanced = recurring_store.advance(conn, row["name"], now)
-                        if advanced is None:
-                            continue  # another worker is planning it right now
-                        enqueued.extend((row["name"], t) for t in advanced.enqueued)
-                        head = advanced.next_fire_at
-                    if head is not None:
-                        pending.append(Pending(row["name"], row["queue"], head, self._plan_at(row, head)))
+                    try:
+                        self._plan_one(conn, row, now, enqueued, pending)
+                    except Exception as exc:
+                        if is_connection_error(exc):
+                            raise
+                        # one broken row (edited by hand, say) must not stop every other definition
+                        log.exception("recurring %s: planning failed; other definitions go on", row["name"])
             self.pending = pending
             return enqueued
+
+    def _plan_one(self, conn: psycopg.Connection, row: dict[str, Any], now: datetime,
+                  enqueued: list[tuple[str, datetime]], pending: list[Pending]) -> None:
+        head = row["next_fire_at"]
+        if head is None or now >= self._plan_at(row, head):
+            advanced = recurring_store.advance(conn, row["name"], now)
+            if advanced is None:
+                return  # another worker is planning it right now (or it was just paused)
+            enqueued.extend((row["name"], t) for t in advanced.enqueued)
+            head = advanced.next_fire_at
+        if head is not None:
+            pending.append(Pending(row["name"], row["queue"], head, self._plan_at(row, head)))
 
     @staticmethod
     def _plan_at(row: dict[str, Any], head: datetime) -> datetime:
