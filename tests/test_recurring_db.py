@@ -253,3 +253,18 @@ def test_a_broken_row_does_not_stop_other_definitions(conn, pool, caplog):
     conn.execute("UPDATE recurring_schedules SET schedule = 'every now and then' WHERE name = 'bad'")
     assert [name for name, _ in service.run_once()] == ["good"]
     assert "recurring bad: planning failed" in caplog.text
+
+
+def test_definitions_sharing_a_fire_time_enqueue_their_next_slots_spread_out(conn, pool):
+    hourly = [define(f"hourly-{i:02d}", queue="rq", cron="0 * * * *") for i in range(60)]
+    service = RecurringService(pool, hourly)
+    start = datetime.now(UTC)
+    assert len(service.run_once(start)) == 60  # start-up: each definition's first slot
+    fired = build_hourly_next(start)
+    early = service.run_once(fired + timedelta(seconds=1))
+    assert len(early) < 15  # offsets spread over 30 s: only a few are due one second after 02:00
+    assert len(early) + len(service.run_once(fired + timedelta(seconds=30))) == 60
+
+
+def build_hourly_next(moment: datetime) -> datetime:
+    return (moment + timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)

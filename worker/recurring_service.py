@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 from worker import recurring_store
 from worker.db import is_connection_error
 from worker.pruner import Pruner
-from worker.schedule import build_schedule, spread_offset
+from worker.schedule import plan_time
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
@@ -128,8 +128,7 @@ class RecurringService:
 
     @staticmethod
     def _plan_at(row: dict[str, Any], head: datetime) -> datetime:
-        schedule = build_schedule(row["kind"], row["schedule"], row["timezone"])
-        return head + spread_offset(row["name"], schedule.next_after(head) - head)
+        return plan_time(row["name"], row["kind"], row["schedule"], row["timezone"], head)
 
     def tick(self) -> None:
         """A pass, then timers: wake the claim loop at each pending fire time, and plan right after it."""

@@ -228,3 +228,13 @@ def spread_offset(name: str, period: timedelta) -> timedelta:
     """
     fraction = zlib.crc32(name.encode()) / 2**32
     return min(SPREAD_MAX, period / 4) * fraction
+
+
+@lru_cache(maxsize=8192)
+def plan_time(name: str, kind: str, schedule: str, timezone: str, head: datetime) -> datetime:
+    """When the slot after `head` should be enqueued: head + the definition's spread offset.
+
+    Cached: every pass asks this for every definition, and a cron step costs ~0.5 ms.
+    """
+    compiled = build_schedule(kind, schedule, timezone)
+    return head + spread_offset(name, compiled.next_after(head) - head)
