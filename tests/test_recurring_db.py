@@ -268,3 +268,19 @@ def test_definitions_sharing_a_fire_time_enqueue_their_next_slots_spread_out(con
 
 def build_hourly_next(moment: datetime) -> datetime:
     return (moment + timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+
+
+def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
+    from worker.maintenance import build_scheduler
+    from worker.recurring_service import WAKE_DELAY
+
+    scheduler = build_scheduler()  # never started: the test only looks at what was armed
+    woken: list[int] = []
+    definitions = [define("mine", queue="rq", every="1h"), define("theirs", queue="elsewhere", every="1h")]
+    service = RecurringService(pool, definitions, scheduler=scheduler, wake=lambda: woken.append(1),
+                               wake_queues=["rq"])
+    service.tick()
+    [(_, fire_at, _)] = jobs(conn, "rq")
+    wake = scheduler.get_job("recurring-wake:mine")
+    assert wake is not None and wake.trigger.run_date == fire_at + WAKE_DELAY
+    assert scheduler.get_job("recurring-wake:theirs") is None  # this worker does not claim that queue
