@@ -284,3 +284,19 @@ def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
     wake = scheduler.get_job("recurring-wake:mine")
     assert wake is not None and wake.trigger.run_date == fire_at + WAKE_DELAY
     assert scheduler.get_job("recurring-wake:theirs") is None  # this worker does not claim that queue
+
+
+def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
+    import tests.handlers  # noqa: F401  (registers queue t1)
+    from worker.config import load_settings
+    from worker.recurring_service import install
+    from worker.runner import STARTUP_HOOKS, Worker
+
+    assert install in STARTUP_HOOKS  # registered by `import worker`
+    w = Worker(load_settings(), queues=["t1"])
+    try:
+        w.pool = pool
+        install(w)
+        assert {"recurring", "pruner", "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
+    finally:
+        w._executor.shutdown()
