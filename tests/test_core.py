@@ -87,7 +87,7 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
     job_id = enqueue("t1", {})
     _claim(db_url, "old")
     _expire(conn, [job_id])
-    reaped = Reaper_once(db_url)
+    reaped = reaper_once(db_url)
     assert reaped == [(job_id, "t1", "queued")]
     [stolen] = _claim(db_url, "new")
     assert stolen.id == job_id and stolen.attempts == 2
@@ -103,7 +103,7 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 
-def Reaper_once(url: str):  # noqa: N802 - reads as the service it drives
+def reaper_once(url: str):
     from worker.db import make_pool
 
     pool = make_pool(url, "test-reaper", size=1, open_wait=True)
@@ -119,7 +119,7 @@ def test_reaper_sends_last_attempt_to_dead_and_leaves_live_leases(db_url, conn):
     live = enqueue("t1", {})
     _claim(db_url, "w", limit=3)
     _expire(conn, [a, b])
-    assert sorted(Reaper_once(db_url)) == sorted([(a, "t1", "dead"), (b, "t1", "queued")])
+    assert sorted(reaper_once(db_url)) == sorted([(a, "t1", "dead"), (b, "t1", "queued")])
     rows = dict(conn.execute("SELECT id, status::text FROM jobs").fetchall())
     assert rows == {a: "dead", b: "queued", live: "running"}
     err = scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (a,))
