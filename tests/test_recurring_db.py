@@ -300,3 +300,17 @@ def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
         assert {"recurring", "pruner", "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
     finally:
         w._executor.shutdown()
+
+
+def test_a_database_without_the_recurring_tables_gets_one_clear_error(fresh_db_url, caplog):
+    with psycopg.connect(fresh_db_url, autocommit=True) as c:
+        c.execute("DROP TABLE recurring_slots, recurring_schedules")
+    p = make_pool(fresh_db_url, "skiplock-test-unmigrated", size=2, open_wait=True)
+    try:
+        service = RecurringService(p, [define("x", queue="rq", every="1m")])
+        for _ in range(3):
+            service.tick()
+        assert service.prune_slots() == 0
+    finally:
+        p.close()
+    assert caplog.text.count("run `skiplock migrate`") == 1

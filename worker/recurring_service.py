@@ -81,6 +81,7 @@ class RecurringService:
         self.synced = False
         self.pending: list[Pending] = []
         self._armed: dict[str, datetime] = {}
+        self._warned_unmigrated = False
         self._lock = threading.RLock()  # tick() holds it around run_once()
 
     def sync(self) -> recurring_store.SyncResult:
@@ -133,9 +134,19 @@ class RecurringService:
     def tick(self) -> None:
         """A pass, then timers: wake the claim loop at each pending fire time, and plan right after it."""
         with self._lock:
-            self.run_once()
+            try:
+                self.run_once()
+            except psycopg.errors.UndefinedTable:
+                self._warn_unmigrated()
+                return
             if self.scheduler is not None:
                 self._arm_timers(self.scheduler)
+
+    def _warn_unmigrated(self) -> None:
+        # a database migrated by an older release: say how to fix it once, not a traceback a second
+        if not self._warned_unmigrated:
+            log.error("recurring jobs are off: table recurring_schedules is missing; run `skiplock migrate`")
+            self._warned_unmigrated = True
 
     def _arm_timers(self, scheduler: BaseScheduler) -> None:
         now = self.clock()
@@ -165,9 +176,12 @@ class RecurringService:
     def prune_slots(self) -> int:
         """Delete old slot rows in batches; return how many."""
         total = 0
-        with self.pool.connection() as conn:
-            while (deleted := recurring_store.prune_slots(conn, SLOT_RETENTION)) > 0:
-                total += deleted
+        try:
+            with self.pool.connection() as conn:
+                while (deleted := recurring_store.prune_slots(conn, SLOT_RETENTION)) > 0:
+                    total += deleted
+        except psycopg.errors.UndefinedTable:
+            self._warn_unmigrated()
         return total
 
 
