@@ -60,7 +60,7 @@ def claim(
     if limit <= 0 or not queues:
         return []
     with conn.cursor() as cur:
-        cur.execute(queries.CLAIM, {"queues": list(queues), "leases": list(leases),
+        cur.execute(queries.CLAIM, {"queues": list(queues), "leases": [float(x) for x in leases],
                                     "limit": limit, "worker_id": worker_id})
         return [ClaimedJob(*row) for row in cur.fetchall()]
 
@@ -71,7 +71,7 @@ def heartbeat(
     """Extend leases of this worker's running jobs; return the ids whose lease is still ours."""
     if not ids:
         return set()
-    rows = conn.execute(queries.HEARTBEAT, {"ids": list(ids), "leases": list(leases),
+    rows = conn.execute(queries.HEARTBEAT, {"ids": list(ids), "leases": [float(x) for x in leases],
                                             "worker_id": worker_id}).fetchall()
     return {row[0] for row in rows}
 
@@ -94,7 +94,7 @@ def ack_batch(
         "ok_keep": ok if keep_history else [],
         "err_ids": [o.job_id for o in errors],
         "err_status": [o.status for o in errors],
-        "err_delay": [o.delay for o in errors],
+        "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
     rows = conn.execute(queries.ACK_BATCH, params).fetchall()
@@ -217,3 +217,11 @@ def _bulk_matching(conn: psycopg.Connection, sql: str, flt: FinishedFilter, batc
 def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:
     if queues:
         conn.execute(queries.NOTIFY_QUEUES, {"queues": sorted(set(queues))})
+
+
+def prune_finished(conn: psycopg.Connection, status: str, older_than: float, limit: int) -> int:
+    """Pruner: delete up to `limit` jobs in final `status` finished over `older_than` seconds ago."""
+    if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD):
+        raise ValueError(f"only finished jobs are pruned, not {status!r}")
+    cur = conn.execute(queries.PRUNE_FINISHED, {"status": status, "older_than": older_than, "limit": limit})
+    return cur.rowcount
