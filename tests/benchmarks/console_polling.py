@@ -4,8 +4,9 @@
 
 On the scratch database console_pages.py built (1,000,000 queued + 100,000 dead + 1,000 running,
 kept with --keep), a real worker process drains `--jobs` noop jobs, alternately with nobody watching
-and with the overview fragment polled back to back (far more often than a browser's 2-s poll) by
-two threads. Prints the drain rate (jobs/s over the middle 90% of each drain) of every round.
+and with the overview fragment polled by `--pollers` threads every `--interval` seconds (default one
+poll a second, five operators at the default 5-s refresh; 0 = back to back). Prints the drain rate
+(jobs/s over the middle 90% of each drain) of every round.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _remaining(conn: psycopg.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM jobs WHERE queue = 'noop'").fetchone()[0])  # type: ignore[index]
 
 
-def drain(url: str, jobs: int, poll: bool) -> tuple[float, int]:
+def drain(url: str, jobs: int, poll: bool, interval: float = 1.0, pollers: int = 1) -> tuple[float, int]:
     """Enqueue `jobs` noop jobs, drain them with one worker; returns (jobs/s, overview requests made)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO jobs (queue, payload) SELECT 'noop', '{}' FROM generate_series(1, %s)", (jobs,))
@@ -46,8 +47,9 @@ def drain(url: str, jobs: int, poll: bool) -> tuple[float, int]:
             while not stop.is_set():
                 client.get("/", auth=("b", "pw"), headers={"HX-Request": "true"})
                 requests[0] += 1
+                stop.wait(interval)  # a browser's poll period (0 = back to back)
 
-        threads = [threading.Thread(target=poller) for _ in range(2 if poll else 0)]
+        threads = [threading.Thread(target=poller) for _ in range(pollers if poll else 0)]
         for t in threads:
             t.start()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
@@ -84,11 +86,13 @@ def main() -> int:
     parser.add_argument("--db-url", default="postgresql://postgres@127.0.0.1:5432/skiplock_console_bench")
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between one poller's requests")
+    parser.add_argument("--pollers", type=int, default=1, help="polling threads (browser tabs)")
     args = parser.parse_args()
     results: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.rounds):
         for poll in (False, True):
-            rate, requests = drain(args.db_url, args.jobs, poll)
+            rate, requests = drain(args.db_url, args.jobs, poll, args.interval, args.pollers)
             results[poll].append(rate)
             print(f"{'polled ' if poll else 'quiet  '} {rate:8.0f} jobs/s" + (f"  ({requests} overview requests)"
                                                                           if poll else ""), flush=True)
