@@ -23,6 +23,8 @@ bp = Blueprint("dead", __name__, url_prefix="/dead")
 
 PAGE_SIZE = 50
 GROUPS_LIMIT = 50
+# The groups read at most this many of the window's newest dead jobs (see queries.DEAD_GROUPS).
+GROUPS_SCAN = 50_000
 STATUSES = ("dead", "failed")
 ACTIONS = ("retry", "purge")
 
@@ -72,11 +74,14 @@ def index() -> ResponseReturnValue:
         now = _db_now(conn)
         matching = flt.core_filter(now)
         groups = cur.execute(queries.DEAD_GROUPS, {"status": flt.status, "since": matching.since,
-                                                   "queue": flt.queue, "limit": GROUPS_LIMIT}).fetchall()
+                                                   "queue": flt.queue, "limit": GROUPS_LIMIT,
+                                                   "scan": GROUPS_SCAN}).fetchall()
         rows = cur.execute(queries.FINISHED_MATCH_LIST, {**matching.params(), "c_time": c_time, "c_id": c_id,
                                                          "limit": PAGE_SIZE}).fetchall()
     next_cursor = filters.make_cursor(rows[-1]["finished_at"], rows[-1]["id"]) if len(rows) == PAGE_SIZE else None
+    partial = bool(groups) and groups[0]["scanned"] >= GROUPS_SCAN
     return page("dead.html", "_dead_groups.html", flt=flt, groups=groups, rows=rows, windows=filters.WINDOWS,
+                partial=partial, groups_scan=GROUPS_SCAN,
                 statuses=STATUSES, next_cursor=next_cursor, first_page=c_id is None)
 
 

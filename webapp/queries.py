@@ -126,7 +126,8 @@ _TABS = {
                 "(%(e_id)s::bigint IS NULL OR (started_at, id) <= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
                 "started_at, id", "NULL::int, started_at, id"),
     # finished jobs of one status, newest first (jobs_finished_idx)
-    "finished": ("status = %(status)s::job_status AND queue = %(queue)s",
+    # (the literal IN list lets a generic plan use the partial index; a bound status alone would not)
+    "finished": ("status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status AND queue = %(queue)s",
                  "(%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))",
                  "(%(e_id)s::bigint IS NULL OR (finished_at, id) >= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
                  "finished_at DESC, id DESC", "NULL::int, finished_at, id"),
@@ -204,15 +205,21 @@ SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts,
 
 # ---- dead letters -----------------------------------------------------------------------------
 
-# Dead jobs grouped by queue and the first line of last_error over the window, biggest first
-# (an index-only scan of jobs_dead_error_idx, migration 006).
+# Dead (or failed) jobs grouped by queue and the first line of last_error over the window, biggest
+# first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
+# or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
+# whether the groups cover the whole window.
 DEAD_GROUPS = f"""
-SELECT queue, {_core_queries.ERROR_LINE} AS error, count(*) AS n,
-       max(finished_at) AS last_at
-  FROM jobs
- WHERE status = %(status)s::job_status
-   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
-   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+WITH recent AS (
+    SELECT queue, {_core_queries.ERROR_LINE} AS error, finished_at FROM jobs
+     WHERE status IN ('dead', 'failed') AND status = %(status)s::job_status
+       AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+     ORDER BY finished_at DESC
+     LIMIT %(scan)s
+)
+SELECT queue, error, count(*) AS n, max(finished_at) AS last_at, (SELECT count(*) FROM recent) AS scanned
+  FROM recent
  GROUP BY 1, 2
  ORDER BY n DESC, queue, error
  LIMIT %(limit)s

@@ -234,3 +234,17 @@ def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, mon
         if url:
             assert "Searched 10 jobs from here" in html
     assert found == expected and pages == 4
+
+
+def test_dead_groups_read_a_bounded_number_of_rows(admin, conn, monkeypatch):
+    from webapp import dead
+
+    monkeypatch.setattr(dead, "GROUPS_SCAN", 3)
+    for ago in range(5):
+        make_job(conn, "t1", "dead", last_error="E: same", finished_ago=ago * 60)
+    html = admin.get("/dead/").get_data(as_text=True)
+    assert re.search(r'E: same</a></td>\s*<td class="num">3<', html)
+    assert "Grouped the newest 3 dead jobs" in html
+    monkeypatch.setattr(dead, "GROUPS_SCAN", 10)
+    html = admin.get("/dead/").get_data(as_text=True)
+    assert re.search(r'E: same</a></td>\s*<td class="num">5<', html) and "Grouped the newest" not in html
