@@ -17,6 +17,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.security import check_password_hash
 
 from webapp.settings import Account
+from webapp.web import is_local_path
 
 log = logging.getLogger("skiplock.console.auth")
 
@@ -116,7 +117,7 @@ def _safe_next() -> str:
     target = request.args.get("next") or request.form.get("next") or request.full_path
     parts = urlsplit(target)
     # only paths on this site: no scheme, no host, no protocol-relative //evil.example
-    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+    if parts.scheme or parts.netloc or not is_local_path(target):
         return url_for("overview.index")
     return target.rstrip("?") or url_for("overview.index")
 

@@ -16,7 +16,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from webapp import db, filters, queries
-from webapp.web import audit, page
+from webapp.web import audit, is_local_path, page
 from worker import core
 
 bp = Blueprint("dead", __name__, url_prefix="/dead")
@@ -123,6 +123,6 @@ def _apply_ids(what: str, chosen: list[int], flt: DeadFilter) -> ResponseReturnV
     skipped = len(chosen) - len(done)
     flash(f"{verb} {len(done)} job(s)." + (f" {skipped} were no longer dead or failed." if skipped else ""))
     back = request.form.get("back")
-    if back and back.startswith("/") and not back.startswith("//"):
+    if back and is_local_path(back):
         return redirect(back, 303)
     return redirect(url_for("dead.index", **flt.args()), 303)

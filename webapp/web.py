@@ -92,9 +92,15 @@ def prefs() -> ResponseReturnValue:
         abort(400, f"refresh must be one of {', '.join(map(str, REFRESH_CHOICES))}")
     session["refresh"] = int(raw)
     target = request.args.get("next", "")
-    if not target.startswith("/") or target.startswith("//"):
+    if not is_local_path(target):
         target = url_for("overview.index")
     return redirect(target, 303)
+
+
+def is_local_path(target: str) -> bool:
+    """True for a path on this site: "/x", never "//host", "/\\host" (browsers read both as a host) or "http:"."""
+    return target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target \
+        and not any(ord(c) < 32 for c in target)
 
 
 def _template_globals() -> dict[str, Any]:

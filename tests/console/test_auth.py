@@ -78,12 +78,14 @@ def test_login_then_logout(app):
     assert client.get("/").status_code == 401
 
 
-def test_login_redirect_stays_on_this_site(app):
+@pytest.mark.parametrize("target", ["//evil.example/x", "/\\evil.example", "https://evil.example/", "/\tx"])
+def test_redirects_stay_on_this_site(app, target):
     client = app.test_client()
     token = csrf_token(client)
     response = client.post("/login", data={"user": ADMIN[0], "password": ADMIN[1], "csrf_token": token,
-                                           "next": "//evil.example/x"})
+                                           "next": target})
     assert response.status_code == 303 and response.headers["Location"] == "/"
+    assert client.get("/prefs", query_string={"refresh": "2", "next": target}).headers["Location"] == "/"
 
 
 def test_password_hash_and_basic_auth(make_app):
