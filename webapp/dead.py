@@ -24,7 +24,7 @@ bp = Blueprint("dead", __name__, url_prefix="/dead")
 PAGE_SIZE = 50
 GROUPS_LIMIT = 50
 # The groups read at most this many of the window's newest dead jobs (see queries.DEAD_GROUPS).
-GROUPS_SCAN = 50_000
+GROUPS_SCAN = 20_000
 STATUSES = ("dead", "failed")
 ACTIONS = ("retry", "purge")
 

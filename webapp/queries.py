@@ -126,8 +126,7 @@ _TABS = {
                 "(%(e_id)s::bigint IS NULL OR (started_at, id) <= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
                 "started_at, id", "NULL::int, started_at, id"),
     # finished jobs of one status, newest first (jobs_finished_idx)
-    # (the literal IN list lets a generic plan use the partial index; a bound status alone would not)
-    "finished": ("status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status AND queue = %(queue)s",
+    "finished": ("status = %(status)s::job_status AND queue = %(queue)s",
                  "(%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))",
                  "(%(e_id)s::bigint IS NULL OR (finished_at, id) >= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
                  "finished_at DESC, id DESC", "NULL::int, finished_at, id"),
@@ -212,7 +211,7 @@ SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts,
 DEAD_GROUPS = f"""
 WITH recent AS (
     SELECT queue, {_core_queries.ERROR_LINE} AS error, finished_at FROM jobs
-     WHERE status IN ('dead', 'failed') AND status = %(status)s::job_status
+     WHERE status = %(status)s::job_status
        AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
        AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
      ORDER BY finished_at DESC

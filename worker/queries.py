@@ -295,10 +295,8 @@ ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
 # optionally narrowed by queue, finish-time window, the first line of last_error, and text in
 # unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
 # died after the confirmation page was shown are left alone.
-# The literal IN list lets a generic (prepared) plan prove that the partial indexes on finished
-# jobs apply; the bound status alone would not.
 FINISHED_MATCH = f"""
-      status IN ('dead', 'failed') AND status = %(status)s::job_status
+      status = %(status)s::job_status
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
