@@ -125,6 +125,29 @@ WITH deleted AS (
 SELECT id FROM deleted UNION ALL SELECT id FROM kept UNION ALL SELECT id FROM errored
 """
 
+# The ack batch for SKIPLOCK_HISTORY_MODE=partitioned: successes leave jobs (so the queue table
+# stays small) and land in the monthly-partitioned jobs_history as 'succeeded', in the same
+# statement (DELETE ... RETURNING feeding the INSERT), so a row is never in both or neither.
+# Errors, stats and the returned ids are exactly those of ACK_BATCH.
+_ACK_DELETED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING id, queue
+)"""
+_ACK_MOVED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING *
+), archived AS (
+    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
+                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
+    SELECT id, queue, priority, run_at, created_at, started_at, now(),
+           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
+      FROM deleted
+)"""
+assert _ACK_DELETED_CTE in ACK_BATCH
+ACK_BATCH_TO_HISTORY = ACK_BATCH.replace(_ACK_DELETED_CTE, _ACK_MOVED_CTE)
+
 # Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
 # not counted against the job (it was the deploy, not the job), so attempts goes back down.
 RELEASE_OWN = """
