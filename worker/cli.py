@@ -184,4 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as `python -m worker.cli`: use the importable module, where plugin commands register
+    from worker.cli import main as _main
+
+    sys.exit(_main())
