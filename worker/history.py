@@ -79,7 +79,7 @@ def create_month(conn: psycopg.Connection, month: date) -> int:
         moved = conn.execute(sql.SQL(
             "WITH moved AS (DELETE FROM jobs_history_default WHERE finished_at >= %s AND finished_at < %s "
             "RETURNING *) INSERT INTO {} SELECT * FROM moved").format(name), (lower, upper)).rowcount
-        conn.execute(sql.SQL("ALTER TABLE jobs_history ATTACH PARTITION {} FOR VALUES FROM (%s) TO (%s)")
+        conn.execute(sql.SQL("ALTER TABLE jobs_history ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})")
                      .format(name, sql.Literal(lower), sql.Literal(upper)))
     return max(moved, 0)
 
