@@ -92,7 +92,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         ok = check_table_health(conn, settings)
         assert ok.status == OK, ok.verdict
         in_force = {d["setting"]: d["value"] for d in ok.details if "setting" in d}
-        assert in_force["fillfactor (jobs)"] == "70"
+        assert in_force["fillfactor (jobs)"] == "100"
         assert in_force["autovacuum (server)"] == "on"
         assert {d["index"] for d in ok.details if "index" in d} >= {"jobs_ready_idx", "jobs_pkey"}
 
@@ -106,7 +106,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         conn.execute("VACUUM jobs")
         conn.execute("ALTER TABLE jobs RESET (fillfactor)")
         missing = check_table_health(conn, settings, dead_min=100)
-        conn.execute("ALTER TABLE jobs SET (fillfactor = 70)")
+        conn.execute("ALTER TABLE jobs SET (fillfactor = 100)")
         assert missing.status == WARN and "fillfactor" in missing.verdict
 
 

@@ -32,7 +32,7 @@ WORKER_EXTRA_CONNECTIONS = 1  # the listener's own connection, besides the pool
 
 # The per-table settings migration 005 ships for jobs (see its comments for why).
 JOBS_SETTINGS = {
-    "fillfactor": "70",
+    "fillfactor": "100",
     "autovacuum_vacuum_scale_factor": "0.01",
     "autovacuum_vacuum_threshold": "1000",
     "autovacuum_vacuum_insert_scale_factor": "0.05",
@@ -204,8 +204,9 @@ def check_table_health(conn: psycopg.Connection, settings: Settings, dead_min: i
     if dead > dead_min and total and dead / total > dead_ratio:
         return Check(name, WARN, f"{dead / total:.0%} of jobs' tuples are dead: vacuum is not keeping up. "
                      + summary,
-                     "Look for long transactions (check above); make autovacuum faster for jobs "
-                     "(autovacuum_vacuum_cost_delay = 0, more autovacuum_max_workers) or run VACUUM jobs.",
+                     "Look for long transactions (check above). At high throughput lower the server's "
+                     "autovacuum_naptime (e.g. 10s; the default 1min lets a busy queue pile up dead rows "
+                     "between visits), keep jobs' autovacuum_vacuum_cost_delay at 0, or run VACUUM jobs.",
                      details)
     missing = [k for k, v in JOBS_SETTINGS.items() if k not in opts]
     if missing:

@@ -41,7 +41,7 @@ def liveness(worker: Worker) -> tuple[bool, dict[str, Any]]:
     stalled_for = time.monotonic() - worker.loop_tick
     details["claim_loop_seconds_since_turn"] = round(stalled_for, 3)
     loop_ok = stalled_for <= loop_stall_limit(worker)
-    stopping = worker._stop.is_set()
+    stopping = worker.stopping
     db_ok = False
     if worker.pool is not None and not stopping:
         try:

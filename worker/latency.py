@@ -9,11 +9,15 @@ worker, so the histograms reach Prometheus without scraping each worker separate
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import threading
 from dataclasses import dataclass
 
 import psycopg
+import psycopg.errors
+
+log = logging.getLogger("skiplock.latency")
 
 # Upper bounds (seconds, or jobs for claim_batch); +Inf is implicit. Fixed so that rows of
 # different workers can be summed bucket by bucket.
@@ -60,6 +64,7 @@ class LatencyRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.histograms = {name: Histogram(b, [0] * (len(b) + 1)) for name, b in BUCKETS.items()}
+        self._warned_schema = False
 
     def observe(self, metric: str, value: float) -> None:
         """Count one measurement of `metric` (seconds; jobs for claim_batch)."""
@@ -82,6 +87,16 @@ class LatencyRecorder:
         """Upsert this worker's histograms into worker_latency (one statement)."""
         snap = self.snapshot()
         names = list(snap)
+        try:
+            self._execute_save(conn, worker_id, snap, names)
+        except psycopg.errors.UndefinedTable:
+            # new code on an old schema: say it once, keep working (the histograms are optional)
+            if not self._warned_schema:
+                log.warning("worker_latency table missing: run `skiplock migrate` to publish latency metrics")
+                self._warned_schema = True
+
+    def _execute_save(self, conn: psycopg.Connection, worker_id: str, snap: dict[str, Histogram],
+                      names: list[str]) -> None:
         conn.execute(SAVE_LATENCY, {
             "worker_id": worker_id,
             "metrics": names,

@@ -156,6 +156,11 @@ class Worker:
         self._stop.set()
         self._wake.set()
 
+    @property
+    def stopping(self) -> bool:
+        """True once a graceful shutdown has begun (the health endpoint then answers 503)."""
+        return self._stop.is_set()
+
     def in_flight_ids(self) -> list[int]:
         with self._lock:
             return list(self._inflight)

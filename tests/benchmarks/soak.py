@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.sql
 
 from tests.pgcluster import ThrowawayCluster, find_server, with_database
 from worker import core
@@ -67,6 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--server", choices=("own", "shared"), default="own",
                    help="own: a throwaway cluster with stock settings (autovacuum on); shared: DATABASE_URL "
                         "or 127.0.0.1:5432 (the CI server runs with autovacuum off, so vacuum is not measured)")
+    p.add_argument("--naptime", default=None,
+                   help="own server only: set autovacuum_naptime (e.g. 10s) before the run")
+    p.add_argument("--preload", type=int, default=0,
+                   help="first insert this many finished (succeeded) rows, as kept history would leave")
     p.add_argument("--out", default="soak", help="output path without extension (.csv and .png written)")
     p.add_argument("--title", default=None, help="plot title")
     args = p.parse_args(argv)
@@ -210,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     name = f"skiplock_soak_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
+        if args.naptime and cluster is not None:
+            admin.execute(psycopg.sql.SQL("ALTER SYSTEM SET autovacuum_naptime = {}").format(args.naptime))
+            admin.execute("SELECT pg_reload_conf()")
         print("server settings:", dict(admin.execute(
             "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'autovacuum_naptime', "
             "'shared_buffers', 'max_connections', 'fsync', 'synchronous_commit')").fetchall()), flush=True)
@@ -226,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute(RESET_005)
             if args.fillfactor is not None:
                 conn.execute(f"ALTER TABLE jobs SET (fillfactor = {int(args.fillfactor)})")
+            if args.preload:
+                # kept history: a big table of finished rows the queue's churn happens beside
+                conn.execute("INSERT INTO jobs (queue, payload, status, attempts, started_at, finished_at) "
+                             "SELECT 'history', '{\"n\": 1}', 'succeeded', 1, now(), now() "
+                             "FROM generate_series(1, %s)", (args.preload,))
+                conn.execute("VACUUM ANALYZE jobs")
             producer = Producer(url, args.backlog, stop)
             producer.start()
             procs = spawn_workers(url, args, out.parent)
@@ -256,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         writer.writerows(rows)
     title = args.title or (f"skiplock soak: {args.workers} workers x {args.concurrency}, batch {args.batch}, "
                            f"jobs settings {args.table_settings}"
-                           + (f", fillfactor {args.fillfactor}" if args.fillfactor else ""))
+                           + (f", fillfactor {args.fillfactor}" if args.fillfactor else "")
+                           + (f", naptime {args.naptime}" if args.naptime else "")
+                           + (f", {args.preload} kept rows" if args.preload else ""))
     plot(rows, out.with_suffix(".png"), title)
     print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.png')}")
     return 0
