@@ -200,3 +200,18 @@ def test_real_worker_publishes_histograms_and_serves_health(conn, db_url, spawn_
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
         assert resp.status == 200
     assert worker.terminate() == 0
+
+
+def test_p99_wait_equals_the_seeds_percentile_over_many_priorities(conn, db_url):
+    now = datetime.now(UTC)
+    # 250 ready jobs, minutes apart, spread over 5 priorities: the p99 is the 3rd oldest overall
+    enqueue_many([{"queue": "p", "payload": {}, "priority": i % 5, "run_at": now - timedelta(minutes=3 * i + 1)}
+                  for i in range(250)])
+    m = scrape(db_url)
+    p99_db = scalar(conn, "SELECT extract(epoch FROM percentile_disc(0.99) WITHIN GROUP "
+                          "(ORDER BY now() - run_at))::float8 FROM jobs WHERE queue='p' AND status='queued'")
+    third_oldest = scalar(conn, "SELECT extract(epoch FROM now() - run_at)::float8 FROM jobs "
+                                "ORDER BY run_at OFFSET 2 LIMIT 1")
+    assert p99_db == pytest.approx(third_oldest, abs=1)
+    assert m[("skiplock_queue_p99_wait_seconds", q("p"))] == pytest.approx(p99_db, abs=30)
+    assert m[("skiplock_queue_oldest_ready_age_seconds", q("p"))] == pytest.approx((3 * 249 + 1) * 60, abs=30)

@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -173,7 +174,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     ax1.set_ylim(bottom=0)
     ax1b.set_ylim(bottom=0)
     ax2.plot(t, [r["probe_claim_p50_ms"] for r in rows], label="probe claim p50")
-    ax2.plot(t, [r["probe_claim_p99_ms"] for r in rows], label="probe claim p99", alpha=0.7)
+    ax2.plot(t, [r["probe_claim_p99_ms"] for r in rows], label="probe claim, worst of 20", alpha=0.7)
     ax2.plot(t, [r["worker_claim_mean_ms"] for r in rows], label="workers' claim mean (batch)")
     ax2.set_ylabel("ms")
     ax2.set_ylim(bottom=0)
@@ -242,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute("VACUUM ANALYZE jobs")
             producer = Producer(url, args.backlog, stop)
             producer.start()
-            procs = spawn_workers(url, args, out.parent)
+            log_dir = Path(tempfile.mkdtemp(prefix="skiplock-soak-"))
+            print(f"worker logs in {log_dir}", flush=True)
+            procs = spawn_workers(url, args, log_dir)
             started = time.monotonic()
             deadline = started + args.minutes * 60
             prev: dict[str, Any] = {}
