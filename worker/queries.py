@@ -321,6 +321,7 @@ DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
+"""
 
 # ---- pruner ------------------------------------------------------------------------------------
 
