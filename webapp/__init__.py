@@ -15,6 +15,7 @@ from flask import Flask
 
 from webapp import auth, db, health, web
 from webapp.settings import check_config, session_key, web_config
+from worker.logs import configure_logging
 
 log = logging.getLogger("skiplock.console")
 
@@ -31,6 +32,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.update(test_config)
     check_config(app.config)
+    if not logging.getLogger().handlers:
+        # under gunicorn nobody configured logging yet: without this the audit log would be lost
+        configure_logging(app.config.get("LOG_FORMAT", "text"), app.config.get("LOG_LEVEL", "INFO"))
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = session_key(app.config)
     app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)

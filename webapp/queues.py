@@ -16,32 +16,37 @@ from worker import core
 bp = Blueprint("queues", __name__, url_prefix="/queues")
 
 PAGE_SIZE = 50
+# A text search looks at this many jobs per page at most (see queries.WINDOW_END).
+SEARCH_WINDOW = 10_000
 # Status tabs: ready and scheduled are both status 'queued', split on run_at.
 STATUSES = ("ready", "scheduled", "running", "dead", "failed", "succeeded")
 
 
-def _list(conn: psycopg.Connection, name: str, status: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    if status == "ready":
-        sql = queries.LIST_READY
-    elif status == "scheduled":
-        sql = queries.LIST_SCHEDULED
-    elif status == "running":
-        sql = queries.LIST_RUNNING
-    else:
-        sql = queries.LIST_FINISHED
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql, {**params, "queue": name, "status": status}).fetchall()
+def _tab(status: str) -> str:
+    return status if status in ("ready", "scheduled", "running") else "finished"
 
 
-def _next_cursor(status: str, rows: list[dict]) -> str | None:
-    if len(rows) < PAGE_SIZE:
-        return None
-    last = rows[-1]
+def _cursor_of(status: str, row: dict[str, Any]) -> str:
     if status in ("ready", "scheduled"):
-        return filters.make_cursor(last["run_at"], last["id"], last["priority"])
-    if status == "running":
-        return filters.make_cursor(last["started_at"], last["id"])
-    return filters.make_cursor(last["finished_at"], last["id"])
+        return filters.make_cursor(row["run_at"], row["id"], row["priority"])
+    return filters.make_cursor(row["started_at"] if status == "running" else row["finished_at"], row["id"])
+
+
+def _list(conn: psycopg.Connection, status: str, params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None,
+                                                                                   bool]:
+    """One page of jobs, the cursor of the next page, and whether a search stopped at its window."""
+    tab = _tab(status)
+    bound: tuple[Any, ...] | None = None
+    if params["text"] is not None:
+        bound = conn.execute(queries.WINDOW_END[tab], {**params, "scan": SEARCH_WINDOW}).fetchone()
+    e_prio, e_time, e_id = bound if bound else (None, None, None)
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries.LIST[tab], {**params, "e_prio": e_prio, "e_time": e_time, "e_id": e_id}).fetchall()
+    if len(rows) == PAGE_SIZE:
+        return rows, _cursor_of(status, rows[-1]), False
+    if bound:  # the window ended before a full page of matches: continue after the window
+        return rows, filters.make_cursor(e_time, e_id, e_prio), True
+    return rows, None, False
 
 
 @bp.route("/<path:name>")
@@ -54,14 +59,14 @@ def show(name: str) -> ResponseReturnValue:
     prio, c_time, c_id = filters.cursor(filters.arg("after"))
     if c_id is not None and status in ("ready", "scheduled") and prio is None:
         abort(400, "malformed page cursor")
-    params = {"text": filters.like(text), "id": wanted_id, "c_prio": prio, "c_time": c_time, "c_id": c_id,
-              "limit": PAGE_SIZE}
+    params = {"queue": queue, "status": status, "text": filters.like(text), "id": wanted_id, "c_prio": prio,
+              "c_time": c_time, "c_id": c_id, "limit": PAGE_SIZE}
     with db.connection() as conn:
-        rows = _list(conn, queue, status, params)
+        rows, next_cursor, window_hit = _list(conn, status, params)
         paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
     return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=rows,
-                q=text or "", wanted_id=wanted_id or "", next_cursor=_next_cursor(status, rows),
-                paused=bool(paused and paused[0]), first_page=c_id is None)
+                q=text or "", wanted_id=wanted_id or "", next_cursor=next_cursor, window_hit=window_hit,
+                search_window=SEARCH_WINDOW, paused=bool(paused and paused[0]), first_page=c_id is None)
 
 
 @bp.route("/<path:name>/pause", methods=["POST"])

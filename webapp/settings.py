@@ -58,6 +58,8 @@ def web_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return {
         "DATABASE_URL": settings.database_url,
         "POOL_SIZE": settings.pool_size,
+        "LOG_FORMAT": settings.log_format,
+        "LOG_LEVEL": settings.log_level,
         "AUTH": auth_raw == "on",
         "ACCOUNTS": accounts,
         "SECRET_KEY": env.get("SKIPLOCK_SECRET_KEY") or None,

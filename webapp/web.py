@@ -5,8 +5,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response, current_app, g, make_response, render_template, request, session
+import psycopg
+from flask import (
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
+from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 audit_log = logging.getLogger("skiplock.console.audit")
@@ -25,6 +39,9 @@ def init_app(app: Flask) -> None:
     app.after_request(_headers)
     app.context_processor(_template_globals)
     app.register_error_handler(HTTPException, _http_error)
+    # the database went away mid-request: say so plainly (503), not a bare 500
+    app.register_error_handler(psycopg.OperationalError, _database_down)
+    app.register_error_handler(PoolTimeout, _database_down)
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
 
@@ -70,8 +87,6 @@ def refresh_seconds() -> int:
 
 def prefs() -> ResponseReturnValue:
     """Set the refresh interval (a GET form, so it works without JS), then go back."""
-    from flask import abort, redirect, url_for
-
     raw = request.args.get("refresh", "")
     if not raw.isdigit() or int(raw) not in REFRESH_CHOICES:
         abort(400, f"refresh must be one of {', '.join(map(str, REFRESH_CHOICES))}")
@@ -100,6 +115,13 @@ def _headers(response: Response) -> Response:
     if request.endpoint != "static":
         response.headers.setdefault("Cache-Control", "no-store")  # live data, and per-user pages
     return response
+
+
+def _database_down(exc: Exception) -> tuple[str, int]:
+    logging.getLogger("skiplock.console").warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc)
+                                                  else type(exc).__name__)
+    return render_template("error.html", code=503, message="The database is not answering; this page will work "
+                           "again when it is back. /healthz reports the same."), 503
 
 
 def _http_error(exc: HTTPException) -> Response | HTTPException:

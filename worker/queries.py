@@ -270,16 +270,20 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 
 # ---- operator bulk actions over a filter ------------------------------------------------------
 
+# The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
+# groups by and filters on (one definition, so the group shown and the filter applied agree).
+ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
+
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,
 # optionally narrowed by queue, finish-time window, the first line of last_error, and text in
 # unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
 # died after the confirmation page was shown are left alone.
-FINISHED_MATCH = """
+FINISHED_MATCH = f"""
       status = %(status)s::job_status
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
-  AND (%(error)s::text IS NULL OR split_part(coalesce(last_error, ''), E'\\n', 1) = %(error)s::text)
+  AND (%(error)s::text IS NULL OR {ERROR_LINE} = %(error)s::text)
   AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
        OR last_error ILIKE %(text)s::text)
 """
@@ -321,6 +325,7 @@ DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
+<<<<<<< HEAD
 """
 
 # ---- pruner ------------------------------------------------------------------------------------
@@ -361,4 +366,6 @@ DELETE FROM jobs j
  USING doomed
  WHERE j.id = doomed.id AND j.status = %(status)s::job_status
 RETURNING j.id
+=======
+>>>>>>> console
 """

@@ -82,14 +82,18 @@ def test_refresh_interval_is_selectable(admin):
     assert admin.get("/prefs?refresh=7").status_code == 400
 
 
-def test_queue_page_keyset_pagination_in_claim_order(admin, conn):
+@pytest.mark.parametrize(("status", "sign"), [("ready", "-"), ("scheduled", "+")])
+def test_queue_page_keyset_pagination_in_claim_order(admin, conn, status, sign):
     conn.execute("INSERT INTO jobs (queue, payload, priority, run_at) "
-                 "SELECT 't1', jsonb_build_object('n', g), g % 3, now() - make_interval(secs => g) "
+                 f"SELECT 't1', jsonb_build_object('n', g), g % 3, now() {sign} make_interval(secs => 1000 + g % 7) "
                  "FROM generate_series(1, 120) g")
+    conn.execute("INSERT INTO jobs (queue, payload, run_at) VALUES "  # the other tab's job stays out
+                 f"('t1', '{{}}', now() {'+' if sign == '-' else '-'} interval '1 hour')")
     expected = [r[0] for r in conn.execute(
-        "SELECT id FROM jobs WHERE queue = 't1' ORDER BY priority DESC, run_at, id")]
+        f"SELECT id FROM jobs WHERE queue = 't1' AND run_at {'<' if sign == '-' else '>'} now() "
+        "ORDER BY priority DESC, run_at, id")]
     seen: list[int] = []
-    url = "/queues/t1?status=ready"
+    url = f"/queues/t1?status={status}"
     for _ in range(5):
         html = admin.get(url).get_data(as_text=True)
         seen += [int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)]
@@ -98,7 +102,7 @@ def test_queue_page_keyset_pagination_in_claim_order(admin, conn):
             break
         url = nxt.group(1).replace("&amp;", "&")
         assert "offset" not in url.lower()
-    assert seen == expected
+    assert len(expected) == 120 and seen == expected
 
 
 @pytest.mark.parametrize("status", ["ready", "scheduled", "running", "dead", "failed", "succeeded"])
@@ -204,3 +208,29 @@ def test_workers_page_marks_stale(admin, conn):
     gone = re.search(r'data-worker-id="w-gone">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
     assert "t1, t2" in live and "live" in live and "stale" not in live
     assert "stale" in gone
+
+
+def test_pages_say_503_when_the_database_is_down(make_app):
+    app = make_app(DATABASE_URL="postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1", POOL_TIMEOUT=1.0)
+    response = app.test_client().get("/workers/", auth=("ops-admin", "correct horse battery"))
+    assert response.status_code == 503 and b"database is not answering" in response.data
+
+
+def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, monkeypatch):
+    from webapp import queues
+
+    monkeypatch.setattr(queues, "SEARCH_WINDOW", 10)
+    conn.execute("INSERT INTO jobs (queue, payload, run_at) SELECT 't1', "
+                 "CASE WHEN g IN (5, 30) THEN '{\"needle\": true}'::jsonb ELSE jsonb_build_object('n', g) END, "
+                 "now() - make_interval(secs => 100 - g) FROM generate_series(1, 35) g")
+    expected = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE payload ? 'needle' ORDER BY run_at")]
+    found, url, pages = [], "/queues/t1?q=needle", 0
+    while url and pages < 10:
+        html = admin.get(url).get_data(as_text=True)
+        pages += 1
+        found += [int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)]
+        nxt = re.search(r'href="([^"]+)">next page', html)
+        url = nxt.group(1).replace("&amp;", "&") if nxt else None
+        if url:
+            assert "Searched 10 jobs from here" in html
+    assert found == expected and pages == 4
