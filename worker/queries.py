@@ -325,7 +325,6 @@ DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
-<<<<<<< HEAD
 """
 
 # ---- pruner ------------------------------------------------------------------------------------
@@ -366,6 +365,4 @@ DELETE FROM jobs j
  USING doomed
  WHERE j.id = doomed.id AND j.status = %(status)s::job_status
 RETURNING j.id
-=======
->>>>>>> console
 """
