@@ -48,6 +48,7 @@ class Settings:
     log_format: str = "text"  # SKIPLOCK_LOG_FORMAT: text or json
     log_level: str = "INFO"  # SKIPLOCK_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR
     health_port: int | None = None  # SKIPLOCK_HEALTH_PORT: serve worker liveness on this port
+    history_mode: str = "delete"  # SKIPLOCK_HISTORY_MODE: delete, keep (in jobs) or partitioned (jobs_history)
 
     def lease_for(self, queue: str) -> float:
         """Lease length in seconds for jobs of `queue`."""
@@ -61,6 +62,13 @@ class Settings:
         # a third of the shortest lease leaves two missed beats before any lease can expire
         shortest = min([self.lease_seconds, *self.queue_leases.values()])
         return max(shortest / 3.0, 0.05)
+
+    @property
+    def history(self) -> str:
+        """Where succeeded jobs go: 'delete', 'keep' (stay in jobs) or 'partitioned' (jobs_history)."""
+        if self.history_mode == "delete" and self.keep_history:
+            return "keep"  # SKIPLOCK_KEEP_HISTORY=true alone still means keep
+        return self.history_mode
 
     def require_database_url(self) -> str:
         """The DATABASE_URL, or a ConfigError saying how to set it."""
@@ -151,6 +159,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_LOG_FORMAT": ("log_format", lambda n, r: _choice(n, r, ("text", "json"))),
     "SKIPLOCK_LOG_LEVEL": ("log_level", lambda n, r: _choice(n, r.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
     "SKIPLOCK_HEALTH_PORT": ("health_port", lambda n, r: _number(n, r, int, 1, "a TCP port 1-65535")),
+    "SKIPLOCK_HISTORY_MODE": ("history_mode", lambda n, r: _choice(n, r.strip().lower(),
+                                                                    ("delete", "keep", "partitioned"))),
 }
 
 # Variables read elsewhere (console, dev command) that must not be flagged as typos.

@@ -77,12 +77,14 @@ def heartbeat(
 
 
 def ack_batch(
-    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool
+    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool,
+    partitioned_history: bool = False,
 ) -> set[int]:
     """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker.
 
     Returns the ids actually written. An id missing from it lost its lease (reaped and maybe
     re-claimed elsewhere): its result is dropped, never written over the new owner.
+    With `partitioned_history`, successes are moved to jobs_history instead of deleted.
     """
     if not outcomes:
         return set()
@@ -97,7 +99,8 @@ def ack_batch(
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
-    rows = conn.execute(queries.ACK_BATCH, params).fetchall()
+    statement = queries.ACK_BATCH_TO_HISTORY if partitioned_history and not keep_history else queries.ACK_BATCH
+    rows = conn.execute(statement, params).fetchall()
     return {row[0] for row in rows}
 
 

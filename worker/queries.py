@@ -125,6 +125,29 @@ WITH deleted AS (
 SELECT id FROM deleted UNION ALL SELECT id FROM kept UNION ALL SELECT id FROM errored
 """
 
+# The ack batch for SKIPLOCK_HISTORY_MODE=partitioned: successes leave jobs (so the queue table
+# stays small) and land in the monthly-partitioned jobs_history as 'succeeded', in the same
+# statement (DELETE ... RETURNING feeding the INSERT), so a row is never in both or neither.
+# Errors, stats and the returned ids are exactly those of ACK_BATCH.
+_ACK_DELETED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING id, queue
+)"""
+_ACK_MOVED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING *
+), archived AS (
+    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
+                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
+    SELECT id, queue, priority, run_at, created_at, started_at, now(),
+           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
+      FROM deleted
+)"""
+assert _ACK_DELETED_CTE in ACK_BATCH
+ACK_BATCH_TO_HISTORY = ACK_BATCH.replace(_ACK_DELETED_CTE, _ACK_MOVED_CTE)
+
 # Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
 # not counted against the job (it was the deploy, not the job), so attempts goes back down.
 RELEASE_OWN = """
@@ -245,46 +268,6 @@ SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
 ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
 """
 
-# ---- pruner ------------------------------------------------------------------------------------
-
-# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
-# ago, oldest first per queue. jobs_finished_idx is (status, queue, finished_at, id): a flat
-# "finished_at < cutoff" scan would walk every kept row of the queues before the expired ones,
-# so the recursive CTE hops from queue to queue (a loose index scan: one index probe each) and
-# the LATERAL reads only each queue's expired range. The literal IN list lets the planner prove
-# the partial index applies (a bound status alone would not). The limit keeps each statement's
-# locks small and short; SKIP LOCKED leaves rows an operator is retrying or purging right now
-# to the next pass. queued and running rows are outside the index and can never match.
-PRUNE_FINISHED = """
-WITH RECURSIVE queues(queue) AS (
-    SELECT min(queue) FROM jobs
-     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
-    UNION ALL
-    SELECT (SELECT min(j.queue) FROM jobs j
-             WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
-               AND j.queue > q.queue)
-      FROM queues q
-     WHERE q.queue IS NOT NULL
-), doomed AS (
-    SELECT d.id
-      FROM queues q
-      CROSS JOIN LATERAL (
-          SELECT j.id FROM jobs j
-           WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
-             AND j.queue = q.queue AND j.finished_at < now() - make_interval(secs => %(older_than)s)
-           ORDER BY j.finished_at
-           LIMIT %(limit)s
-             FOR UPDATE SKIP LOCKED
-      ) d
-     WHERE q.queue IS NOT NULL
-     LIMIT %(limit)s
-)
-DELETE FROM jobs j
- USING doomed
- WHERE j.id = doomed.id AND j.status = %(status)s::job_status
-RETURNING j.id
-"""
-
 # ---- operator bulk actions over a filter ------------------------------------------------------
 
 # The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
@@ -342,4 +325,44 @@ DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
+"""
+
+# ---- pruner ------------------------------------------------------------------------------------
+
+# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
+# ago, oldest first per queue. jobs_finished_idx is (status, queue, finished_at, id): a flat
+# "finished_at < cutoff" scan would walk every kept row of the queues before the expired ones,
+# so the recursive CTE hops from queue to queue (a loose index scan: one index probe each) and
+# the LATERAL reads only each queue's expired range. The literal IN list lets the planner prove
+# the partial index applies (a bound status alone would not). The limit keeps each statement's
+# locks small and short; SKIP LOCKED leaves rows an operator is retrying or purging right now
+# to the next pass. queued and running rows are outside the index and can never match.
+PRUNE_FINISHED = """
+WITH RECURSIVE queues(queue) AS (
+    SELECT min(queue) FROM jobs
+     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobs j
+             WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+               AND j.queue > q.queue)
+      FROM queues q
+     WHERE q.queue IS NOT NULL
+), doomed AS (
+    SELECT d.id
+      FROM queues q
+      CROSS JOIN LATERAL (
+          SELECT j.id FROM jobs j
+           WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+             AND j.queue = q.queue AND j.finished_at < now() - make_interval(secs => %(older_than)s)
+           ORDER BY j.finished_at
+           LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED
+      ) d
+     WHERE q.queue IS NOT NULL
+     LIMIT %(limit)s
+)
+DELETE FROM jobs j
+ USING doomed
+ WHERE j.id = doomed.id AND j.status = %(status)s::job_status
+RETURNING j.id
 """

@@ -34,6 +34,7 @@ from worker.backoff import backoff_seconds
 from worker.config import Settings
 from worker.db import is_connection_error, make_pool
 from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from worker.latency import LatencyRecorder, fold_exited
 from worker.listener import Listener
 from worker.maintenance import add_service, build_scheduler
 from worker.reaper import Reaper
@@ -93,6 +94,9 @@ class Worker:
         self.leases = [self._lease_for(q) for q in self.queues]
         self.worker_id = make_worker_id()
         self.counters = Counters()
+        self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
+        self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
+        self.health: Any = None  # worker.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
@@ -152,6 +156,11 @@ class Worker:
         self._stop.set()
         self._wake.set()
 
+    @property
+    def stopping(self) -> bool:
+        """True once a graceful shutdown has begun (the health endpoint then answers 503)."""
+        return self._stop.is_set()
+
     def in_flight_ids(self) -> list[int]:
         with self._lock:
             return list(self._inflight)
@@ -210,13 +219,36 @@ class Worker:
         assert self.reaper is not None
         add_service(self.scheduler, "reaper", self.reaper.run_once, self.settings.reaper_interval)
         add_service(self.scheduler, "worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS)
+        self._start_ops_services()
         for hook in STARTUP_HOOKS:
             hook(self)
         self.scheduler.start()
 
+    def _start_ops_services(self) -> None:
+        """Health endpoint, latency-row folding and history partitions (worker/health.py, history.py)."""
+        assert self.pool is not None
+        pool = self.pool
+        if self.settings.health_port:
+            from worker.health import HealthServer
+
+            self.health = HealthServer(self, self.settings.health_port)
+            self.health.start()
+
+        def fold() -> None:
+            with pool.connection() as conn:
+                fold_exited(conn)
+
+        add_service(self.scheduler, "latency-fold", fold, 600.0)
+        if self.settings.history == "partitioned":
+            from worker.history import HistoryPartitions
+
+            add_service(self.scheduler, "history-partitions",
+                        HistoryPartitions(pool, self.settings.history_retention).run_once, 3600.0)
+
     def _claim_loop(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
+            self.loop_tick = time.monotonic()
             self._wake.clear()
             with self._lock:
                 free = self.settings.concurrency - len(self._inflight)
@@ -248,6 +280,8 @@ class Worker:
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit)
         elapsed = time.perf_counter() - started
+        self.latency.observe("claim", elapsed)
+        self.latency.observe("claim_batch", len(jobs))
         self.counters.claimed += len(jobs)
         if len(self.counters.claim_seconds) < 10_000:
             self.counters.claim_seconds.append(elapsed)
@@ -277,6 +311,7 @@ class Worker:
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = self._retry_or_dead(job, exc, None)
         duration_ms = (time.perf_counter() - started) * 1000
+        self.latency.observe("handler", duration_ms / 1000)
         self._finish(job, outcome, duration_ms)
 
     def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
@@ -341,9 +376,12 @@ class Worker:
     def _flush(self, outcomes: list[core.Outcome]) -> bool:
         assert self.pool is not None
         try:
+            started = time.perf_counter()
             with self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
-                                         keep_history=self.settings.keep_history)
+                                         keep_history=self.settings.history == "keep",
+                                         partitioned_history=self.settings.history == "partitioned")
+            self.latency.observe("ack", time.perf_counter() - started)
         except Exception as exc:
             if not is_connection_error(exc):
                 log.exception("ack batch failed; will retry")
@@ -407,6 +445,7 @@ class Worker:
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 "queues": self.queues, "concurrency": self.settings.concurrency,
                 "in_flight": len(self._inflight)})
+            self.latency.save(conn, self.worker_id)
 
     # ---- shutdown ------------------------------------------------------------------------------
 
@@ -428,6 +467,8 @@ class Worker:
             self._release(unfinished)
         self._acker_done.set()
         self.scheduler.shutdown(wait=False)
+        if self.health is not None:
+            self.health.stop()
         if self.listener:
             self.listener.stop()
         self._delete_worker_row()
