@@ -20,9 +20,7 @@ from worker.logs import configure_logging
 log = logging.getLogger("skiplock.console")
 
 # The areas of the console, each a blueprint module with `bp`.
-BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring")
-# Blueprints other branches may add; registered when their module exists.
-OPTIONAL_BLUEPRINTS = ("webapp.ops",)
+BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops")
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -48,10 +46,4 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.add_url_rule("/healthz", "healthz", health.healthz)
     for name in BLUEPRINTS:
         app.register_blueprint(importlib.import_module(f"webapp.{name}").bp)
-    for module in OPTIONAL_BLUEPRINTS:
-        try:
-            app.register_blueprint(importlib.import_module(module).bp)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
     return app

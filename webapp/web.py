@@ -107,7 +107,6 @@ def _template_globals() -> dict[str, Any]:
     return {
         "refresh": refresh_seconds(),
         "refresh_choices": REFRESH_CHOICES,
-        "has_ops": "ops" in current_app.blueprints,
         "auth_off": not current_app.config["AUTH"],
         "user": g.get("user"),
         "role": g.get("role"),

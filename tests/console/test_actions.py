@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
 from datetime import timedelta
@@ -165,16 +164,7 @@ def test_core_filter_refuses_live_states(conn):
 # ---- recurring (the page works against the contract once worker.recurring exists) -----------------
 
 
-def test_recurring_page_without_the_module(admin):
-    if importlib.util.find_spec("worker.recurring") is not None:
-        pytest.skip("worker.recurring is installed")
-    html = admin.get("/recurring/").get_data(as_text=True)
-    assert "not installed" in html
-    assert admin.post("/recurring/x/pause").status_code == 404
-
-
 def test_recurring_schedules_pause_resume_run(admin, conn):
-    pytest.importorskip("worker.recurring")
     conn.execute("""INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, enabled, active,
                                                      catch_up, next_fire_at, updated_at)
                     VALUES ('nightly-<b>report</b>', 't1', 'cron', '0 3 * * *', 'UTC', '{}', true, true, 'once',
