@@ -8,7 +8,7 @@ import os
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker.config import validate_database_url
+from worker.config import _number, validate_database_url
 
 log = logging.getLogger("skiplock.db")
 
@@ -48,10 +48,17 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
         name=application_name,
         open=False,
         timeout=10.0,
-        reconnect_timeout=float(os.environ.get("SKIPLOCK_RECONNECT_TIMEOUT", "3600")),
+        reconnect_timeout=_reconnect_timeout(),
     )
     pool.open(wait=open_wait, timeout=10.0)
     return pool
+
+
+def _reconnect_timeout() -> float:
+    """SKIPLOCK_RECONNECT_TIMEOUT: seconds a pool keeps trying to reconnect (validated like every setting)."""
+    # a bare float() here turned a typo into a traceback instead of one clear line
+    return _number("SKIPLOCK_RECONNECT_TIMEOUT", os.environ.get("SKIPLOCK_RECONNECT_TIMEOUT", "3600"),
+                   float, 0, "seconds >= 0")
 
 
 def is_connection_error(exc: BaseException) -> bool:
