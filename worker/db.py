@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -22,7 +23,7 @@ _KEEPALIVE = {
 }
 
 
-def connect_kwargs(application_name: str) -> dict[str, str]:
+def connect_kwargs(application_name: str) -> dict[str, Any]:
     """Connection options every skiplock connection uses; the name shows in pg_stat_activity."""
     return {"application_name": application_name, "connect_timeout": "5", **_KEEPALIVE}
 
