@@ -114,6 +114,10 @@ def _worker(args: argparse.Namespace) -> int:
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
     import_task_modules(settings.tasks)
+    from worker.db import check_database
+
+    # fail fast, in one line, on a URL that parses but cannot connect, or a database never migrated
+    check_database(url, require_schema=not args.migrate)
     if args.migrate:
         apply_migrations(url)
     worker = Worker(settings, REGISTRY)

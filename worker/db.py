@@ -10,6 +10,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from worker.config import _number, validate_database_url
+from worker.errors import ConfigError
 
 log = logging.getLogger("skiplock.db")
 
@@ -53,6 +54,25 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
     )
     pool.open(wait=open_wait, timeout=10.0)
     return pool
+
+
+def check_database(url: str, *, require_schema: bool = True) -> None:
+    """Connect once at start-up; a garbled or unreachable DATABASE_URL, or a database without the
+    skiplock schema, becomes one ConfigError line.
+
+    libpq only validates option values (port, sslmode, host) when connecting, so a URL that parses
+    can still be unusable; without this check the worker would log connection warnings forever, or
+    crash with a traceback on the first query. Outages after start-up are survived (pool reconnects).
+    """
+    try:
+        with connect(url, "skiplock-startup-check") as conn:
+            has_jobs = conn.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
+    except psycopg.Error as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"cannot connect with DATABASE_URL: {detail}") from None
+    if require_schema and not (has_jobs and has_jobs[0]):
+        raise ConfigError("the database in DATABASE_URL has no skiplock schema (no jobs table): "
+                          "run `skiplock migrate` or start the worker with --migrate")
 
 
 def _reconnect_timeout() -> float:
