@@ -12,6 +12,7 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import queue as queue_mod
@@ -251,7 +252,14 @@ class Worker:
                          job.created_at, job.started_at, job.unique_key, self.worker_id)
         started = time.perf_counter()
         try:
-            task(job.payload, ctx)
+            result = task(job.payload, ctx)
+            if inspect.isawaitable(result):
+                # an un-awaited coroutine means the handler's work never ran: calling that a
+                # success would silently lose the job, so it is dead with the reason instead
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
+                                       "without running it: async handlers are not supported, use a plain def")
             outcome = core.Outcome(job.id, job.queue, "ok")
         except PermanentFailure as exc:
             outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))
