@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 from psycopg_pool import ConnectionPool
 
 from worker.config import _number, validate_database_url
@@ -32,7 +33,8 @@ def connect_kwargs(application_name: str) -> dict[str, Any]:
 def connect(url: str, application_name: str, *, autocommit: bool = True) -> psycopg.Connection:
     """Open one connection (the listener's, the migrator's, a test's)."""
     validate_database_url(url)
-    return psycopg.connect(url, autocommit=autocommit, **connect_kwargs(application_name))
+    conninfo = psycopg.conninfo.make_conninfo(url, **connect_kwargs(application_name))
+    return psycopg.connect(conninfo, autocommit=autocommit)
 
 
 def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False) -> ConnectionPool:
