@@ -116,8 +116,8 @@ def _worker(args: argparse.Namespace) -> int:
     import_task_modules(settings.tasks)
     from worker.db import check_database
 
-    # fail fast, in one line, on a URL that parses but cannot connect, or a database never migrated
-    check_database(url, require_schema=not args.migrate)
+    # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
+    check_database(url)
     if args.migrate:
         apply_migrations(url)
     worker = Worker(settings, REGISTRY)

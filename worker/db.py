@@ -58,23 +58,31 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
     return pool
 
 
-def check_database(url: str, *, require_schema: bool = True) -> None:
-    """Connect once at start-up; a garbled or unreachable DATABASE_URL, or a database without the
-    skiplock schema, becomes one ConfigError line.
+# A server that is down, starting, full or unreachable may come back: the worker waits for it.
+# Anything else at first contact (bad port or sslmode, unknown database, bad password) is config.
+_TRANSIENT_SQLSTATES = {"57P01", "57P02", "57P03", "53300", "08006", "08001"}
+_TRANSIENT_TEXT = ("connection refused", "timeout expired", "no route to host", "network is unreachable",
+                   "temporary failure in name resolution", "the database system is", "server closed the connection")
 
-    libpq only validates option values (port, sslmode, host) when connecting, so a URL that parses
-    can still be unusable; without this check the worker would log connection warnings forever, or
-    crash with a traceback on the first query. Outages after start-up are survived (pool reconnects).
+
+def check_database(url: str) -> None:
+    """Connect once at start-up; a DATABASE_URL that parses but can never work becomes one
+    ConfigError line, while a server that is merely not up yet is left to the claim loop's retries.
+
+    libpq only validates option values (port, sslmode) and the server only checks the database
+    name and password when connecting; without this check a worker with such a URL would log
+    connection warnings forever instead of saying what is wrong.
     """
     try:
         with connect(url, "skiplock-startup-check") as conn:
-            has_jobs = conn.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
+            conn.execute("SELECT 1")
     except psycopg.Error as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise ConfigError(f"cannot connect with DATABASE_URL: {detail}") from None
-    if require_schema and not (has_jobs and has_jobs[0]):
-        raise ConfigError("the database in DATABASE_URL has no skiplock schema (no jobs table): "
-                          "run `skiplock migrate` or start the worker with --migrate")
+        if exc.sqlstate in _TRANSIENT_SQLSTATES or (
+                exc.sqlstate is None and any(t in detail.lower() for t in _TRANSIENT_TEXT)):
+            log.warning("database not reachable yet (%s); the worker will keep retrying", detail)
+            return
+        raise ConfigError(f"cannot use DATABASE_URL: {detail}") from None
 
 
 def _reconnect_timeout() -> float:
