@@ -7,6 +7,9 @@ it ends; and the offending session is named, with its pid, so an operator can en
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import psycopg
 import pytest
 
@@ -14,6 +17,7 @@ from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining
 from tests.helpers import scalar, wait_for
 from worker import enqueue_many
+from worker.config import load_settings
 
 JOBS = 1500
 
@@ -34,6 +38,16 @@ def idle_in_transaction(conn: psycopg.Connection, seconds: float = 0.0) -> list[
     """Sessions holding a transaction open while idle (they block vacuum for every table)."""
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         return cur.execute(IDLE_IN_TX_SQL, {"seconds": seconds}).fetchall()
+
+
+def _doctor() -> Any:
+    """worker.doctor once the ops branch is merged, else None (the query above is the check)."""
+    try:
+        return importlib.import_module("worker.doctor")
+    except ModuleNotFoundError as exc:
+        if exc.name != "worker.doctor":
+            raise
+        return None
 
 
 def dead_tuples_after_vacuum(conn: psycopg.Connection) -> int:
@@ -59,6 +73,12 @@ def test_idle_in_tx(conn, db_url, spawn_worker):
         assert [o["application_name"] for o in offenders] == ["fault-idle-holder"]
         assert offenders[0]["pid"] == holder.info.backend_pid
         assert offenders[0]["backend_xid"] is not None
+        doctor = _doctor()
+        if doctor is not None:  # `skiplock doctor` (ops branch) must name the same session
+            check = doctor.check_long_transactions(conn, load_settings(), max_age=0)
+            assert check.status == "fail"
+            assert (holder.info.backend_pid, "fault-idle-holder") in [(d["pid"], d["application"])
+                                                                       for d in check.details]
     finally:
         holder.rollback()
         holder.close()
