@@ -99,6 +99,10 @@ class Worker:
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        # The ack and the heartbeat lock the same running rows from two connections, in different
+        # orders (index order vs. array order): concurrently they deadlock (PostgreSQL aborts one
+        # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
+        self._row_writes = threading.Lock()
         self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
         self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
         self._futures: dict[int, Future[None]] = {}
@@ -349,7 +353,7 @@ class Worker:
     def _flush(self, outcomes: list[core.Outcome]) -> bool:
         assert self.pool is not None
         try:
-            with self.pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
                                          keep_history=self.settings.keep_history)
         except Exception as exc:
@@ -392,7 +396,7 @@ class Worker:
         ids = list(held)
         leases = [self._lease_for(held[i]) for i in ids]
         try:
-            with self.pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
         except Exception as exc:
             if not is_connection_error(exc):
