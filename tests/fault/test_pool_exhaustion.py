@@ -15,7 +15,7 @@ from worker import enqueue_many
 
 JOBS = 2000
 SETTINGS = {**FAST_RECOVERY, "SKIPLOCK_CONCURRENCY": "32", "SKIPLOCK_POOL_SIZE": "1",
-            "SKIPLOCK_BATCH_SIZE": "32", "SKIPLOCK_ACK_BATCH": "4", "SKIPLOCK_HEARTBEAT_INTERVAL": "0.2"}
+            "SKIPLOCK_BATCH_SIZE": "32", "SKIPLOCK_ACK_BATCH": "4", "SKIPLOCK_HEARTBEAT_INTERVAL": "0.05"}
 DEADLOCKS = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
 
 
