@@ -245,16 +245,56 @@ SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
 ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
 """
 
+# ---- pruner ------------------------------------------------------------------------------------
+
+# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
+# ago, oldest first per queue. jobs_finished_idx is (status, queue, finished_at, id): a flat
+# "finished_at < cutoff" scan would walk every kept row of the queues before the expired ones,
+# so the recursive CTE hops from queue to queue (a loose index scan: one index probe each) and
+# the LATERAL reads only each queue's expired range. The literal IN list lets the planner prove
+# the partial index applies (a bound status alone would not). The limit keeps each statement's
+# locks small and short; SKIP LOCKED leaves rows an operator is retrying or purging right now
+# to the next pass. queued and running rows are outside the index and can never match.
+PRUNE_FINISHED = """
+WITH RECURSIVE queues(queue) AS (
+    SELECT min(queue) FROM jobs
+     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobs j
+             WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+               AND j.queue > q.queue)
+      FROM queues q
+     WHERE q.queue IS NOT NULL
+), doomed AS (
+    SELECT d.id
+      FROM queues q
+      CROSS JOIN LATERAL (
+          SELECT j.id FROM jobs j
+           WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+             AND j.queue = q.queue AND j.finished_at < now() - make_interval(secs => %(older_than)s)
+           ORDER BY j.finished_at
+           LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED
+      ) d
+     WHERE q.queue IS NOT NULL
+     LIMIT %(limit)s
+)
+DELETE FROM jobs j
+ USING doomed
+ WHERE j.id = doomed.id AND j.status = %(status)s::job_status
+RETURNING j.id
+"""
+
 # ---- operator bulk actions over a filter ------------------------------------------------------
+
+# The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
+# groups by and filters on (one definition, so the group shown and the filter applied agree).
+ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
 
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,
 # optionally narrowed by queue, finish-time window, the first line of last_error, and text in
 # unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
 # died after the confirmation page was shown are left alone.
-# The first line of last_error, cut to 200 characters: the dead-letter "error kind". Written exactly
-# as in migrations/006's jobs_dead_error_idx, so grouping and filtering by it use that index.
-ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
-
 FINISHED_MATCH = f"""
       status = %(status)s::job_status
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
@@ -302,44 +342,4 @@ DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
-"""
-
-# ---- pruner ------------------------------------------------------------------------------------
-
-# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
-# ago, oldest first per queue. jobs_finished_idx is (status, queue, finished_at, id): a flat
-# "finished_at < cutoff" scan would walk every kept row of the queues before the expired ones,
-# so the recursive CTE hops from queue to queue (a loose index scan: one index probe each) and
-# the LATERAL reads only each queue's expired range. The literal IN list lets the planner prove
-# the partial index applies (a bound status alone would not). The limit keeps each statement's
-# locks small and short; SKIP LOCKED leaves rows an operator is retrying or purging right now
-# to the next pass. queued and running rows are outside the index and can never match.
-PRUNE_FINISHED = """
-WITH RECURSIVE queues(queue) AS (
-    SELECT min(queue) FROM jobs
-     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
-    UNION ALL
-    SELECT (SELECT min(j.queue) FROM jobs j
-             WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
-               AND j.queue > q.queue)
-      FROM queues q
-     WHERE q.queue IS NOT NULL
-), doomed AS (
-    SELECT d.id
-      FROM queues q
-      CROSS JOIN LATERAL (
-          SELECT j.id FROM jobs j
-           WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
-             AND j.queue = q.queue AND j.finished_at < now() - make_interval(secs => %(older_than)s)
-           ORDER BY j.finished_at
-           LIMIT %(limit)s
-             FOR UPDATE SKIP LOCKED
-      ) d
-     WHERE q.queue IS NOT NULL
-     LIMIT %(limit)s
-)
-DELETE FROM jobs j
- USING doomed
- WHERE j.id = doomed.id AND j.status = %(status)s::job_status
-RETURNING j.id
 """

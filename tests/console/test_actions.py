@@ -186,5 +186,8 @@ def test_recurring_schedules_pause_resume_run(admin, conn):
     assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is False
     assert admin.post(f"/recurring/{name}/resume").status_code == 303
     assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is True
-    assert admin.post(f"/recurring/{name}/run").status_code == 303
-    assert _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1'") == 1
+    before = _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'")
+    response = admin.post(f"/recurring/{name}/run")
+    assert response.status_code == 303
+    assert _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'") == before + 1
+    assert "enqueued job" in admin.get(response.headers["Location"]).get_data(as_text=True)
