@@ -46,6 +46,14 @@ def settle_killed(conn: psycopg.Connection, pid: int, timeout: float = 30.0) -> 
     return running_of(conn, pid)
 
 
+def stop(worker: Any) -> int:
+    """SIGTERM a worker once it has installed its signal handlers (it logs 'starting' after that);
+    a replacement still importing would otherwise die of the signal itself (exit -15)."""
+    wait_for(lambda: "starting" in worker.log() or worker.proc.poll() is not None, timeout=60,
+             message="the worker to finish starting")
+    return int(worker.terminate())
+
+
 def remaining(conn: psycopg.Connection, statuses: tuple[str, ...] = ("queued", "running")) -> int:
     """Jobs still waiting or running."""
     return int(scalar(conn, "SELECT count(*) FROM jobs WHERE status = ANY(%s::job_status[])", (list(statuses),)))

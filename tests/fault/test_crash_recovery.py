@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed
+from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed, stop
 from tests.helpers import wait_for
 from worker import enqueue_many
 
@@ -32,7 +32,7 @@ def test_crash_recovery(conn, spawn_worker):
              message="the reaper to return the dead worker's jobs")
     recovered = time.monotonic() - killed_at
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")
-    assert second.terminate() == 0
+    assert stop(second) == 0
 
     books = record(audit(conn, "crash_recovery", ids), in_flight_at_kill=len(in_flight),
                    recovery_s=round(recovered, 2))

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, remaining
+from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import wait_for
 from worker import enqueue_many
 
@@ -35,7 +35,7 @@ def test_event_burst(conn, spawn_worker):
     wait_for(lambda: remaining(conn) == 0, timeout=300, interval=0.5, message="the burst to drain")
     drain_s = time.monotonic() - started
     for w in workers:
-        assert w.terminate() == 0
+        assert stop(w) == 0
 
     books = record(audit(conn, "event_burst", ids, effects=False), enqueue_s=round(enqueue_s, 2),
                    drain_s=round(drain_s, 2), jobs_per_s=round(JOBS / drain_s))

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, remaining
+from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
 from worker import enqueue_many
 from worker.config import load_settings
@@ -83,7 +83,7 @@ def test_idle_in_tx(conn, db_url, spawn_worker):
         holder.rollback()
         holder.close()
     reclaimed = dead_tuples_after_vacuum(conn)
-    assert worker.terminate() == 0
+    assert stop(worker) == 0
 
     books = record(audit(conn, "idle_in_tx", ids), dead_tuples_held=held_back, dead_tuples_after=reclaimed)
     assert books.lost == 0

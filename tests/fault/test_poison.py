@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, remaining
+from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
 from worker import enqueue, enqueue_many
 
@@ -37,7 +37,7 @@ def test_poison(conn, spawn_worker):
 
     wait_for(supervise, timeout=180, message="the poison job dead and the queue drained")
     for w in workers:
-        assert w.terminate() == 0
+        assert stop(w) == 0
 
     attempts, error = conn.execute("SELECT attempts, last_error FROM jobs WHERE id = %s", (poison,)).fetchone()
     books = record(audit(conn, "poison", [poison, *ids]), worker_crashes=len(exits))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, remaining
+from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
 from worker import enqueue_many
 
@@ -26,7 +26,7 @@ def test_pool_exhaustion(conn, spawn_worker):
     workers = [spawn_worker(**SETTINGS) for _ in range(2)]
     wait_for(lambda: remaining(conn) == 0, timeout=180, message="the queue to drain through tiny pools")
     for w in workers:
-        assert w.terminate() == 0
+        assert stop(w) == 0
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.execute("SELECT pg_stat_clear_snapshot()")
     deadlocks = scalar(conn, DEADLOCKS) - deadlocks_before

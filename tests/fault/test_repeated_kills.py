@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed
+from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed, stop
 from tests.helpers import scalar, wait_for
 from worker import enqueue_many
 
@@ -48,7 +48,7 @@ def test_repeated_kills(conn, spawn_worker):
 
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")
     for w in workers:
-        assert w.terminate() == 0
+        assert stop(w) == 0
 
     # every orphaned job was reaped (its last_error says so) and then completed by another worker
     reaped = scalar(conn, "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND status = 'succeeded' "

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from tests.fault.books import audit, record
-from tests.fault.conftest import FAST_RECOVERY, remaining
+from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
 from worker import enqueue_many
 
@@ -65,7 +65,7 @@ def test_sustained_high_load(conn, spawn_worker):
     size_2, heap_2 = scalar(conn, SIZE_SQL), scalar(conn, HEAP_SQL)
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the load phase to drain")
     for w in workers:
-        assert w.terminate() == 0
+        assert stop(w) == 0
 
     phase = first + second
     books = record(audit(conn, "sustained_high_load", ids + phase), capacity_per_s=round(capacity),
