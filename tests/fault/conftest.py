@@ -46,11 +46,18 @@ def settle_killed(conn: psycopg.Connection, pid: int, timeout: float = 30.0) -> 
     return running_of(conn, pid)
 
 
-def stop(worker: Any) -> int:
-    """SIGTERM a worker once it has installed its signal handlers (it logs 'starting' after that);
-    a replacement still importing would otherwise die of the signal itself (exit -15)."""
-    wait_for(lambda: "starting" in worker.log() or worker.proc.poll() is not None, timeout=60,
-             message="the worker to finish starting")
+def stop(worker: Any, conn: psycopg.Connection) -> int:
+    """SIGTERM a worker once it has installed its signal handlers, and return its exit status.
+
+    A replacement still importing would die of the signal itself (exit -15). Started means it
+    logged 'starting' or registered its row in `workers` (with SKIPLOCK_LOG_LEVEL=WARNING there
+    is no 'starting' line); both happen after the handlers are installed.
+    """
+    def started() -> bool:
+        return ("starting" in worker.log() or worker.proc.poll() is not None
+                or bool(scalar(conn, "SELECT count(*) FROM workers WHERE pid = %s", (worker.pid,))))
+
+    wait_for(started, timeout=60, message="the worker to finish starting")
     return int(worker.terminate())
 
 

@@ -32,7 +32,7 @@ def test_crash_recovery(conn, spawn_worker):
              message="the reaper to return the dead worker's jobs")
     recovered = time.monotonic() - killed_at
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")
-    assert stop(second) == 0
+    assert stop(second, conn) == 0
 
     books = record(audit(conn, "crash_recovery", ids), in_flight_at_kill=len(in_flight),
                    recovery_s=round(recovered, 2))

@@ -35,7 +35,7 @@ def test_event_burst(conn, spawn_worker):
     wait_for(lambda: remaining(conn) == 0, timeout=300, interval=0.5, message="the burst to drain")
     drain_s = time.monotonic() - started
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
 
     books = record(audit(conn, "event_burst", ids, effects=False), enqueue_s=round(enqueue_s, 2),
                    drain_s=round(drain_s, 2), jobs_per_s=round(JOBS / drain_s))

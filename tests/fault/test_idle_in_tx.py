@@ -83,7 +83,7 @@ def test_idle_in_tx(conn, db_url, spawn_worker):
         holder.rollback()
         holder.close()
     reclaimed = dead_tuples_after_vacuum(conn)
-    assert stop(worker) == 0
+    assert stop(worker, conn) == 0
 
     books = record(audit(conn, "idle_in_tx", ids), dead_tuples_held=held_back, dead_tuples_after=reclaimed)
     assert books.lost == 0

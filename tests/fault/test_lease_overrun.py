@@ -28,7 +28,7 @@ def test_lease_overrun(conn, spawn_worker):
     wait_for(lambda: running_of(conn, b.pid) == [job], timeout=60, message="B to claim the reaped job")
     wait_for(lambda: remaining(conn) == 0 and effects(conn) == 2, timeout=30, message="both runs to end")
     wait_for(lambda: "lease lost before ack, result dropped" in a.log(), timeout=30, message="A's refused ack")
-    assert stop(a) == 0 and stop(b) == 0
+    assert stop(a, conn) == 0 and stop(b, conn) == 0
 
     runs = conn.execute("SELECT pid, attempt FROM test_effects WHERE job_id = %s ORDER BY attempt", (job,)).fetchall()
     assert runs == [(a.pid, 1), (b.pid, 2)]

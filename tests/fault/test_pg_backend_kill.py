@@ -40,7 +40,7 @@ def test_pg_backend_kill(conn, spawn_worker):
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")
     assert all(w.proc.poll() is None for w in workers), "a worker died instead of reconnecting"
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
 
     books = record(audit(conn, "pg_backend_kill", ids), rounds=ROUNDS, sessions_terminated=terminated)
     assert terminated >= ROUNDS  # each round really cut connections

@@ -37,7 +37,7 @@ def test_poison(conn, spawn_worker):
 
     wait_for(supervise, timeout=180, message="the poison job dead and the queue drained")
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
 
     attempts, error = conn.execute("SELECT attempts, last_error FROM jobs WHERE id = %s", (poison,)).fetchone()
     books = record(audit(conn, "poison", [poison, *ids]), worker_crashes=len(exits))

@@ -26,7 +26,7 @@ def test_pool_exhaustion(conn, spawn_worker):
     workers = [spawn_worker(**SETTINGS) for _ in range(2)]
     wait_for(lambda: remaining(conn) == 0, timeout=180, message="the queue to drain through tiny pools")
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.execute("SELECT pg_stat_clear_snapshot()")
     deadlocks = scalar(conn, DEADLOCKS) - deadlocks_before

@@ -86,7 +86,7 @@ def test_postgres_restart(cluster_db, spawn_worker):
         wait_for(lambda: effects(conn) > before, timeout=15, message="NOTIFY to wake a worker after the restart")
         wait_for(lambda: remaining(conn) == 0, timeout=30, message="the late job's ack")
         for w in workers:
-            assert stop(w) == 0
+            assert stop(w, conn) == 0
         assert any("database unavailable" in w.log() or "listener connection lost" in w.log() for w in workers)
 
         books = record(audit(conn, "postgres_restart", [*ids, late]), restart_s=round(up_at - down_at, 2),

@@ -29,7 +29,7 @@ def test_repeated_kills(conn, spawn_worker):
     orphaned: set[int] = set()
     recoveries: list[float] = []
     for _ in range(KILLS):
-        ids += enqueue_many([("t1", {"sleep": 0.01}) for _ in range(JOBS_PER_ROUND)])
+        ids += enqueue_many([("t1", {"sleep": 0.01}) for _ in range(JOBS_PER_ROUND)], conn=conn)
         before = effects(conn)
         wait_for(lambda b=before: effects(conn) >= b + 30, timeout=60, message="progress before the kill")
         victim = workers.pop(rng.randrange(len(workers)))
@@ -48,7 +48,7 @@ def test_repeated_kills(conn, spawn_worker):
 
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
 
     # every orphaned job was reaped (its last_error says so) and then completed by another worker
     reaped = scalar(conn, "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND status = 'succeeded' "

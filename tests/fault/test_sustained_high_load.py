@@ -39,7 +39,9 @@ def offer(conn: psycopg.Connection, rate: float, seconds: float, depths: list[in
     ids: list[int] = []
     begin = next_tick = time.monotonic()
     while time.monotonic() - begin < seconds:
-        ids += enqueue_many([("t1", {"phase": "load"}) for _ in range(per_tick)])
+        # the test's own connection, not the producer pool: on a shared server another session's
+        # "terminate every skiplock-* connection" must not cut the producer mid-test
+        ids += enqueue_many([("t1", {"phase": "load"}) for _ in range(per_tick)], conn=conn)
         depths.append(remaining(conn, ("queued",)))
         next_tick += TICK
         # pacing the producer to a rate (not waiting for a condition): sleep to the next tick
@@ -65,7 +67,7 @@ def test_sustained_high_load(conn, spawn_worker):
     size_2, heap_2 = scalar(conn, SIZE_SQL), scalar(conn, HEAP_SQL)
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the load phase to drain")
     for w in workers:
-        assert stop(w) == 0
+        assert stop(w, conn) == 0
 
     phase = first + second
     books = record(audit(conn, "sustained_high_load", ids + phase), capacity_per_s=round(capacity),
