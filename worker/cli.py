@@ -116,6 +116,10 @@ def _worker(args: argparse.Namespace) -> int:
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
     import_task_modules(settings.tasks)
+    from worker.db import check_database
+
+    # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
+    check_database(url)
     if args.migrate:
         apply_migrations(url)
     worker = Worker(settings, REGISTRY)

@@ -12,6 +12,7 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import queue as queue_mod
@@ -102,6 +103,10 @@ class Worker:
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        # The ack and the heartbeat lock the same running rows from two connections, in different
+        # orders (index order vs. array order): concurrently they deadlock (PostgreSQL aborts one
+        # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
+        self._row_writes = threading.Lock()
         self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
         self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
         self._futures: dict[int, Future[None]] = {}
@@ -300,7 +305,14 @@ class Worker:
                          job.created_at, job.started_at, job.unique_key, self.worker_id)
         started = time.perf_counter()
         try:
-            task(job.payload, ctx)
+            result = task(job.payload, ctx)
+            if inspect.isawaitable(result):
+                # an un-awaited coroutine means the handler's work never ran: calling that a
+                # success would silently lose the job, so it is dead with the reason instead
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
+                                       "without running it: async handlers are not supported, use a plain def")
             outcome = core.Outcome(job.id, job.queue, "ok")
         except PermanentFailure as exc:
             outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))
@@ -377,7 +389,7 @@ class Worker:
         assert self.pool is not None
         try:
             started = time.perf_counter()
-            with self.pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
                                          keep_history=self.settings.history == "keep",
                                          partitioned_history=self.settings.history == "partitioned")
@@ -422,7 +434,7 @@ class Worker:
         ids = list(held)
         leases = [self._lease_for(held[i]) for i in ids]
         try:
-            with self.pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
         except Exception as exc:
             if not is_connection_error(exc):
