@@ -30,7 +30,9 @@ def _ensure_chromium() -> None:
     if os.path.exists(CHROMIUM):
         return
     if os.geteuid() != 0:
-        pytest.skip(f"{CHROMIUM} is missing and we are not root to apt-get install it")
+        # a skipped browser suite would read as green; say plainly what is missing instead
+        pytest.fail(f"{CHROMIUM} is missing and we are not root to run `apt-get install chromium`; "
+                    "install Debian's chromium package, then re-run")
     subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["apt-get", "install", "-y", "chromium"], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
