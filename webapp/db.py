@@ -30,6 +30,9 @@ def init_app(app: Flask) -> None:
         # autocommit: every statement is its own short transaction, never "idle in transaction"
         kwargs={"autocommit": True, **connect_kwargs("skiplock-web"), "options": SESSION_OPTIONS},
         name="skiplock-web",
+        # one cheap round trip per request buys no error page after a database restart: a
+        # connection the server dropped is replaced before a view ever sees it
+        check=ConnectionPool.check_connection,
         open=False,
         timeout=10.0,
     )
