@@ -109,6 +109,19 @@ class ThrowawayCluster:
         self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", mode, "-w", "-t", "60",
                    "-l", str(self.root / "log"), "restart"])
 
+    def migrated_database(self, name: str, extra_sql: str | None = None) -> str:
+        """Create database `name` on this cluster, apply skiplock's migrations (and `extra_sql`); return its URL."""
+        from worker.migrate import apply_migrations
+
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        url = with_database(self.url, name)
+        apply_migrations(url)
+        if extra_sql:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(extra_sql)
+        return url
+
     def destroy(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self.stop("immediate")

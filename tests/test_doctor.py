@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.helpers import wait_for
-from tests.pgcluster import ThrowawayCluster, with_database
+from tests.pgcluster import ThrowawayCluster
 from worker import enqueue, enqueue_many
 from worker.cli import main
 from worker.config import load_settings
@@ -29,7 +29,6 @@ from worker.doctor import (
     run_checks,
 )
 from worker.latency import LatencyRecorder
-from worker.migrate import apply_migrations
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +36,7 @@ def stock_db_url() -> Iterator[str]:
     """A migrated database on a private cluster with PostgreSQL's stock settings (autovacuum on)."""
     cluster = ThrowawayCluster()
     try:
-        with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute("CREATE DATABASE doctor")
-        url = with_database(cluster.url, "doctor")
-        apply_migrations(url)
-        yield url
+        yield cluster.migrated_database("doctor")
     finally:
         cluster.destroy()
 

@@ -18,11 +18,10 @@ from tests.conftest import TEST_TABLES_SQL
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
 from tests.helpers import scalar, wait_for
-from tests.pgcluster import ThrowawayCluster, with_database
+from tests.pgcluster import ThrowawayCluster
 from webapp import create_app
 from webapp.db import close_app
 from worker import enqueue, enqueue_many
-from worker.migrate import apply_migrations
 
 JOBS = 1500
 # A long poll interval: after the drain, only a working LISTEN can make the worker see a new job fast.
@@ -33,13 +32,7 @@ SETTINGS = {**FAST_RECOVERY, "SKIPLOCK_CONCURRENCY": "8", "SKIPLOCK_POLL_INTERVA
 def cluster_db() -> Iterator[tuple[ThrowawayCluster, str]]:
     cluster = ThrowawayCluster()
     try:
-        with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute("CREATE DATABASE skiplock_fault")
-        url = with_database(cluster.url, "skiplock_fault")
-        apply_migrations(url)
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(TEST_TABLES_SQL)
-        yield cluster, url
+        yield cluster, cluster.migrated_database("skiplock_fault", TEST_TABLES_SQL)
     finally:
         cluster.destroy()
 
