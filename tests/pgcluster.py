@@ -7,6 +7,7 @@ The fault suite also uses ThrowawayCluster directly to restart a server under li
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -109,10 +110,8 @@ class ThrowawayCluster:
                    "-l", str(self.root / "log"), "restart"])
 
     def destroy(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):
             self.stop("immediate")
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 
 import psycopg
+import psycopg.conninfo
 from psycopg_pool import ConnectionPool
 
 from worker.config import validate_database_url
@@ -30,7 +31,8 @@ def connect_kwargs(application_name: str) -> dict[str, str]:
 def connect(url: str, application_name: str, *, autocommit: bool = True) -> psycopg.Connection:
     """Open one connection (the listener's, the migrator's, a test's)."""
     validate_database_url(url)
-    return psycopg.connect(url, autocommit=autocommit, **connect_kwargs(application_name))
+    conninfo = psycopg.conninfo.make_conninfo(url, **connect_kwargs(application_name))
+    return psycopg.connect(conninfo, autocommit=autocommit)
 
 
 def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False) -> ConnectionPool:

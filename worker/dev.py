@@ -26,11 +26,18 @@ DEV_PROCESSES: dict[str, Callable[[dict[str, str]], str]] = {}
 
 def embedded_database_url(data_dir: Path) -> str:
     """Start (or reuse) the embedded PostgreSQL in `data_dir`; return its URL."""
-    import pgserver
+    import warnings
 
-    data_dir = data_dir.resolve()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode=None)  # keep it running between dev runs
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); harmless for pgserver
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        data_dir = data_dir.resolve()
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # 'stop': the server stops when this process exits, so Ctrl-C leaves nothing running;
+        # the data folder stays, so jobs survive between dev runs
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
     return str(server.get_uri())
 
 

@@ -88,6 +88,8 @@ def apply_migrations(url: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
                     applied_now.append(migration.version)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    except psycopg.OperationalError:
+        raise  # unreachable server: the CLI reports it as such
     except psycopg.Error as exc:
         raise MigrationError(f"migration failed: {str(exc).strip().splitlines()[0]}") from exc
     return applied_now

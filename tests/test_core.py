@@ -1,0 +1,187 @@
+"""Queue core transitions against real PostgreSQL: claim, fence, reaper, operator actions."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+
+from tests.helpers import scalar
+from worker import core, enqueue, enqueue_many
+from worker.core import Outcome
+from worker.reaper import Reaper
+
+
+def _claim(url: str, worker_id: str, queues=("t1",), limit=10) -> list[core.ClaimedJob]:
+    with psycopg.connect(url, autocommit=True) as c:
+        return core.claim(c, worker_id, list(queues), [30.0] * len(queues), limit)
+
+
+def _expire(conn, job_ids) -> None:
+    """Test setup: pretend the lease ran out (as if the worker froze for its whole lease)."""
+    conn.execute("UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = ANY(%s)", (list(job_ids),))
+
+
+def test_claim_marks_running_with_owner_lease_and_attempt(db_url, conn):
+    job_id = enqueue("t1", {"a": 1})
+    [job] = _claim(db_url, "w1")
+    assert job.id == job_id and job.payload == {"a": 1} and job.attempts == 1
+    row = conn.execute("SELECT status, worker_id, attempts, lease_until > now() FROM jobs").fetchone()
+    assert row == ("running", "w1", 1, True)
+    assert _claim(db_url, "w2") == []
+
+
+def test_claim_order_is_priority_then_run_at_then_id_across_queues(db_url):
+    ids = enqueue_many([
+        {"queue": "t1", "payload": {}, "priority": 0},
+        {"queue": "t2", "payload": {}, "priority": 5},
+        {"queue": "t1", "payload": {}, "priority": 5},
+        {"queue": "t2", "payload": {}, "priority": 0},
+    ])
+    order = [j.id for j in _claim(db_url, "w", queues=("t1", "t2"), limit=1)]
+    order += [j.id for j in _claim(db_url, "w", queues=("t1", "t2"), limit=3)]
+    assert order[0] == ids[1]  # priority 5, enqueued first
+    assert order[1:] == [ids[2], ids[0], ids[3]]
+
+
+def test_scheduled_jobs_are_not_claimed_before_run_at(db_url):
+    enqueue("t1", {}, delay=3600)
+    assert _claim(db_url, "w") == []
+
+
+def test_paused_queue_is_not_claimed_until_resumed(db_url, conn):
+    enqueue("t1", {})
+    assert core.pause_queue(conn, "t1", "tester") is True
+    assert core.pause_queue(conn, "t1", "tester") is False
+    assert _claim(db_url, "w") == []
+    assert core.resume_queue(conn, "t1") is True
+    assert len(_claim(db_url, "w")) == 1
+
+
+def test_two_connections_claiming_at_once_never_get_the_same_job(db_url, conn):
+    enqueue_many([("t1", {"n": i}) for i in range(400)])
+    barrier = threading.Barrier(4)
+    results: dict[int, list[int]] = {}
+
+    def grab(index: int) -> None:
+        got: list[int] = []
+        with psycopg.connect(db_url, autocommit=True) as c:
+            barrier.wait()
+            while batch := core.claim(c, f"w{index}", ["t1"], [30.0], 7):
+                got.extend(j.id for j in batch)
+        results[index] = got
+
+    threads = [threading.Thread(target=grab, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    all_ids = [i for got in results.values() for i in got]
+    assert len(all_ids) == 400 and len(set(all_ids)) == 400
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'") == 400
+    # more than one connection really took part (SKIP LOCKED let them proceed side by side)
+    assert sum(1 for got in results.values() if got) >= 2
+
+
+def test_ack_is_fenced_on_worker_and_status(db_url, conn):
+    job_id = enqueue("t1", {})
+    _claim(db_url, "old")
+    _expire(conn, [job_id])
+    reaped = reaper_once(db_url)
+    assert reaped == [(job_id, "t1", "queued")]
+    [stolen] = _claim(db_url, "new")
+    assert stolen.id == job_id and stolen.attempts == 2
+    # the old worker finishes late: its ack must not touch the job the new worker owns
+    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", "ok")], keep_history=False)
+    assert written == set()
+    assert conn.execute("SELECT status, worker_id FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
+        "running", "new")
+    # nor can a late failure report overwrite it
+    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", "dead", error="late")], keep_history=False)
+    assert written == set()
+    assert core.ack_batch(conn, "new", [Outcome(job_id, "t1", "ok")], keep_history=False) == {job_id}
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def reaper_once(url: str):
+    from worker.db import make_pool
+
+    pool = make_pool(url, "test-reaper", size=1, open_wait=True)
+    try:
+        return Reaper(pool).run_once()
+    finally:
+        pool.close()
+
+
+def test_reaper_sends_last_attempt_to_dead_and_leaves_live_leases(db_url, conn):
+    a = enqueue("t1", {}, max_attempts=1)
+    b = enqueue("t1", {}, max_attempts=5)
+    live = enqueue("t1", {})
+    _claim(db_url, "w", limit=3)
+    _expire(conn, [a, b])
+    assert sorted(reaper_once(db_url)) == sorted([(a, "t1", "dead"), (b, "t1", "queued")])
+    rows = dict(conn.execute("SELECT id, status::text FROM jobs").fetchall())
+    assert rows == {a: "dead", b: "queued", live: "running"}
+    err = scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (a,))
+    assert "lease expired" in err
+    assert scalar(conn, "SELECT sum(reaped) FROM job_stats") == 2
+
+
+def test_ack_batch_writes_every_outcome_kind_in_one_statement(db_url, conn):
+    ids = enqueue_many([("t1", {"n": i}) for i in range(4)])
+    _claim(db_url, "w", limit=4)
+    outcomes = [Outcome(ids[0], "t1", "ok"), Outcome(ids[1], "t1", "queued", delay=60, error="boom"),
+                Outcome(ids[2], "t1", "dead", error="gone"), Outcome(ids[3], "t1", "failed", error="nope")]
+    assert core.ack_batch(conn, "w", outcomes, keep_history=False) == set(ids)
+    rows = {r[0]: r[1:] for r in conn.execute(
+        "SELECT id, status::text, run_at > now() + interval '50 seconds', finished_at IS NOT NULL, last_error "
+        "FROM jobs")}
+    assert ids[0] not in rows
+    assert rows[ids[1]] == ("queued", True, False, "boom")
+    assert rows[ids[2]] == ("dead", False, True, "gone")
+    assert rows[ids[3]] == ("failed", False, True, "nope")
+    stats = conn.execute("SELECT completed, retried, dead, failed FROM job_stats").fetchone()
+    assert stats == (1, 1, 1, 1)
+
+
+def test_keep_history_stores_succeeded(db_url, conn):
+    job_id = enqueue("t1", {})
+    _claim(db_url, "w")
+    assert core.ack_batch(conn, "w", [Outcome(job_id, "t1", "ok")], keep_history=True) == {job_id}
+    assert conn.execute("SELECT status::text, finished_at IS NOT NULL, lease_until FROM jobs").fetchone() == (
+        "succeeded", True, None)
+
+
+def test_heartbeat_extends_only_own_running_leases(db_url, conn):
+    mine = enqueue("t1", {})
+    _claim(db_url, "me")
+    conn.execute("UPDATE jobs SET lease_until = now() + interval '1 second'")
+    assert core.heartbeat(conn, "me", [mine], [300.0]) == {mine}
+    assert scalar(conn, "SELECT lease_until > now() + interval '200 seconds' FROM jobs") is True
+    assert core.heartbeat(conn, "someone-else", [mine], [300.0]) == set()
+
+
+def test_operator_transitions(db_url, conn):
+    dead = enqueue("t1", {})
+    queued = enqueue("t1", {})
+    later = enqueue("t1", {}, delay=3600)
+    _claim(db_url, "w", limit=1)
+    core.ack_batch(conn, "w", [Outcome(dead, "t1", "dead", error="x")], keep_history=False)
+    # retry resets attempts and makes it ready now
+    assert core.retry_finished(conn, [dead, queued]) == [dead]
+    assert conn.execute("SELECT status::text, attempts FROM jobs WHERE id = %s", (dead,)).fetchone() == ("queued", 0)
+    assert core.run_now(conn, [later]) == [later]
+    assert core.cancel_queued(conn, [queued], "alice") == [queued]
+    assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (queued,)).startswith("cancelled by alice")
+    assert core.purge_finished(conn, [queued, later]) == [queued]
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 2
+    [running] = _claim(db_url, "w", limit=1)
+    assert core.release_running(conn, [running.id], "bob")[0][2] == "queued"
+
+
+def test_release_own_gives_the_attempt_back(db_url, conn):
+    job_id = enqueue("t1", {})
+    _claim(db_url, "w")
+    assert core.release_own(conn, "other", [job_id]) == []
+    assert core.release_own(conn, "w", [job_id]) == [job_id]
+    assert conn.execute("SELECT status::text, attempts, worker_id FROM jobs").fetchone() == ("queued", 0, None)

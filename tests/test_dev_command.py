@@ -1,0 +1,38 @@
+"""README's run command: `skiplock dev` without DATABASE_URL on an embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_skiplock_dev_runs_demo_on_embedded_postgres(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_") and k != "DATABASE_URL"}
+    env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "PORT": "0"})
+    log_path = tmp_path / "dev.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "dev", "--data-dir", str(tmp_path / "pg")],
+                                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        def output() -> str:
+            return log_path.read_text(errors="replace")
+
+        wait_for(lambda: "starting embedded PostgreSQL" in output(), timeout=60, message="embedded postgres")
+        wait_for(lambda: "enqueued" in output() and "demo jobs" in output(), timeout=120, message="demo enqueue")
+        wait_for(lambda: " ok in " in output(), timeout=60, message="a demo job done")
+        wait_for(lambda: "failed, retry in" in output(), timeout=60, message="a retrying demo job")
+        wait_for(lambda: "now dead" in output(), timeout=60, message="the demo job that ends dead")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    assert (tmp_path / "pg" / "PG_VERSION").exists()
