@@ -27,11 +27,14 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from worker.bench_tasks import BENCH_QUEUE
 from worker.cli import command
 from worker.config import load_settings
 
 REPO = Path(__file__).resolve().parent.parent
+# The queue the bench handler (worker.bench_tasks) serves. That module is imported only by the
+# bench's own worker processes: importing it here would register the handler in every
+# `skiplock` process, since the CLI imports this module for its command.
+BENCH_QUEUE = "skiplock_bench"
 
 
 # ---- databases --------------------------------------------------------------------------------
@@ -41,7 +44,7 @@ def with_database(url: str, dbname: str) -> str:
     """`url` pointing at another database on the same server."""
     params = conninfo_to_dict(url)
     params["dbname"] = dbname
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 @contextlib.contextmanager

@@ -16,9 +16,8 @@ import socket
 import time
 from typing import Any
 
+from worker.bench import BENCH_QUEUE
 from worker.registry import task
-
-BENCH_QUEUE = "skiplock_bench"
 
 _probe_addr: tuple[str, int] | None = None
 _sock: socket.socket | None = None

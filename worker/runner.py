@@ -43,6 +43,7 @@ log = logging.getLogger("skiplock.worker")
 
 MAX_ERROR_CHARS = 8000
 WORKER_ROW_SECONDS = 5.0
+SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 
 
 def make_worker_id() -> str:
@@ -62,6 +63,38 @@ def format_error(exc: BaseException) -> str:
 def first_line(text: str | None) -> str:
     """The first line of an error text, for log lines and grouping."""
     return (text or "").strip().splitlines()[-1][:300] if text else ""
+
+
+class SuccessLogBudget:
+    """Decides the level of each success line: INFO within a per-second budget, DEBUG beyond it.
+
+    When a second closes with lines moved to DEBUG, one INFO summary line counts them.
+    """
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._lock = threading.Lock()
+        self._window = 0
+        self._used = 0
+        self._moved = 0
+
+    def level(self) -> int:
+        """The level for the next success line (and emit the previous second's summary if due)."""
+        now = int(time.monotonic())
+        with self._lock:
+            if now != self._window:
+                moved, self._moved = self._moved, 0
+                self._window, self._used = now, 0
+            else:
+                moved = 0
+            self._used += 1
+            within = self._used <= self.per_second
+            if not within:
+                self._moved += 1
+        if moved:
+            log.info("%d more jobs ok in the last second (success lines above %d/s are logged at DEBUG)",
+                     moved, self.per_second)
+        return logging.INFO if within else logging.DEBUG
 
 
 @dataclass
@@ -110,6 +143,7 @@ class Worker:
         # Claim again when at least this many slots are free (or nothing runs): claiming one
         # job per freed slot would spend a round trip per job under load.
         self._claim_threshold = max(1, min(settings.batch_size, settings.concurrency) // 2)
+        self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
         self.listener: Listener | None = None
         self.scheduler = build_scheduler()
         self.reaper: Reaper | None = None
@@ -205,8 +239,11 @@ class Worker:
             self._wake.clear()
             with self._lock:
                 free = self.settings.concurrency - len(self._inflight)
+                busy = bool(self._inflight)
             claimed_full = False
-            if free > 0:
+            # A claim is a round trip and a commit: take a few free slots only when nothing runs,
+            # else wait until enough are free to be worth it (_finish wakes us at the threshold).
+            if free > 0 and (free >= self._claim_threshold or not busy):
                 want = min(free, self.settings.batch_size)
                 try:
                     jobs = self._claim(want)
@@ -276,8 +313,13 @@ class Worker:
         extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts,
                  "outcome": outcome.status, "duration_ms": round(duration_ms, 2)}
         if outcome.status == "ok":
-            log.info("job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
-                     job.max_attempts, duration_ms, extra=extra)
+            # One INFO line per success until SUCCESS_LINES_PER_SECOND; above that they go to DEBUG
+            # and a per-second summary says how many: under load, formatting and the handler lock
+            # shared by every thread cost more than the jobs themselves. Failures always log.
+            level = self._success_log.level()
+            if log.isEnabledFor(level):
+                log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
+                        job.max_attempts, duration_ms, extra=extra)
         else:
             verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
                     "failed": "discarded"}[outcome.status]
