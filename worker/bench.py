@@ -376,7 +376,7 @@ def steady(url: str, rate: float, seconds: float = 60.0, processes: int = 2, tic
 
 def run_suite(url: str, quick: bool = False) -> dict[str, Any]:
     """The workloads `skiplock bench` runs, sized small with `quick`."""
-    n_single, n_bulk, n_drain, n_lat = (200, 2000, 2000, 30) if quick else (2000, 20_000, 20_000, 300)
+    n_single, n_bulk, n_drain, n_lat = (50, 500, 500, 10) if quick else (2000, 20_000, 20_000, 300)
     results: dict[str, Any] = {}
     for producers in (1, 4):
         clear_jobs(url)

@@ -71,8 +71,9 @@ class SuccessLogBudget:
     When a second closes with lines moved to DEBUG, one INFO summary line counts them.
     """
 
-    def __init__(self, per_second: int) -> None:
+    def __init__(self, per_second: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_second = per_second
+        self._clock = clock
         self._lock = threading.Lock()
         self._window = 0
         self._used = 0
@@ -80,7 +81,7 @@ class SuccessLogBudget:
 
     def level(self) -> int:
         """The level for the next success line (and emit the previous second's summary if due)."""
-        now = int(time.monotonic())
+        now = int(self._clock())
         with self._lock:
             if now != self._window:
                 moved, self._moved = self._moved, 0
