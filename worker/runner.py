@@ -12,6 +12,7 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue as queue_mod
@@ -274,7 +275,7 @@ class Worker:
         assert self.pool is not None
         started = time.perf_counter()
         with self.pool.connection() as conn:
-            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit)
+            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True)
         elapsed = time.perf_counter() - started
         self.counters.claimed += len(jobs)
         if len(self.counters.claim_seconds) < 10_000:
@@ -301,7 +302,7 @@ class Worker:
                          job.created_at, job.started_at, job.unique_key, self.worker_id)
         started = time.perf_counter()
         try:
-            task(job.payload, ctx)
+            task(json.loads(job.payload), ctx)  # claimed as text (see _claim)
             outcome = core.Outcome(job.id, job.queue, "ok")
         except PermanentFailure as exc:
             outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))

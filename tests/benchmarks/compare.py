@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # ---- sizes -----------------------------------------------------------------------------------
 
-FULL = {"single": 2000, "bulk": 20_000, "drain": 20_000, "drain_slow": 2000, "latency": 300,
+FULL = {"single": 2000, "bulk": 20_000, "drain": 20_000, "drain_slow": 500, "latency": 300,
         "recipe": 100_000, "steady_seconds": 60.0}
 QUICK = {"single": 300, "bulk": 5000, "drain": 5000, "drain_slow": 300, "latency": 40,
          "recipe": 10_000, "steady_seconds": 8.0}
