@@ -115,3 +115,21 @@ def test_migrations_are_recorded_idempotent_and_safe_to_race(fresh_db_url):
 def test_migrate_command(fresh_db_url):
     result = run_cli("migrate", url=fresh_db_url)
     assert result.returncode == 0 and "up to date" in result.stdout
+
+
+def test_worker_on_an_unmigrated_database_says_to_migrate(pg_admin_url):
+    import psycopg
+
+    from tests.pgcluster import with_database
+
+    name = f"skiplock_empty_{os.getpid()}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        result = run_cli("worker", env_extra={"SKIPLOCK_TASKS": "tests.handlers"},
+                         url=with_database(pg_admin_url, name))
+        assert_one_line_error(result, "skiplock migrate")
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

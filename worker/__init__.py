@@ -4,6 +4,9 @@ Producers: `enqueue`, `enqueue_many`. Handlers: `@task`, and the exceptions that
 (`PermanentFailure`, `Discard`, `RetryAfter`).
 """
 
+# Imported for their side effects: @task's every=/cron= hooks and the worker start-up hook.
+import worker.recurring
+import worker.recurring_service  # noqa: F401
 from worker.errors import (
     ConfigError,
     Discard,

@@ -182,4 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m worker.cli` runs this file as __main__, a second copy of the module: plugin
+    # commands register in worker.cli.COMMANDS, so dispatch through that module's main.
+    from worker.cli import main as _main
+
+    sys.exit(_main())

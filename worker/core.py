@@ -172,3 +172,11 @@ def resume_queue(conn: psycopg.Connection, queue: str) -> bool:
 def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:
     if queues:
         conn.execute(queries.NOTIFY_QUEUES, {"queues": sorted(set(queues))})
+
+
+def prune_finished(conn: psycopg.Connection, status: str, older_than: float, limit: int) -> int:
+    """Pruner: delete up to `limit` jobs in final `status` finished over `older_than` seconds ago."""
+    if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD):
+        raise ValueError(f"only finished jobs are pruned, not {status!r}")
+    cur = conn.execute(queries.PRUNE_FINISHED, {"status": status, "older_than": older_than, "limit": limit})
+    return cur.rowcount

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from worker import PermanentFailure, enqueue_many, task
+from worker.recurring import recurring
 from worker.registry import JobContext
 
 
@@ -29,6 +30,11 @@ def deliver_webhook(payload: dict[str, Any], job: JobContext) -> None:
         raise ConnectionError(f"POST {payload.get('url', '?')}: 503 Service Unavailable")
     if payload.get("permanent"):
         raise PermanentFailure(f"POST {payload.get('url', '?')}: 410 Gone, will not retry")
+
+
+# Recurring definitions, so the console's schedules page has something to show in `skiplock dev`.
+recurring("hourly-report", queue="reports", cron="0 * * * *", payload={"report": "hourly"})
+recurring("digest-email", queue="emails", every="1m", payload={"to": "digest@example.com"})
 
 
 def demo_jobs() -> list[dict[str, Any]]:

@@ -26,6 +26,10 @@ class MigrationError(SkiplockError):
     """The schema migrations could not be applied."""
 
 
+class SchemaMissing(SkiplockError):
+    """The skiplock tables are missing here: run `skiplock migrate` (or start the worker with --migrate)."""
+
+
 class TaskImportError(SkiplockError):
     """A task module named in SKIPLOCK_TASKS could not be imported."""
 

@@ -32,7 +32,7 @@ from worker import core, queries
 from worker.backoff import backoff_seconds
 from worker.config import Settings
 from worker.db import is_connection_error, make_pool
-from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter
+from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
 from worker.listener import Listener
 from worker.maintenance import add_service, build_scheduler
 from worker.reaper import Reaper
@@ -209,6 +209,7 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.request_stop())
         self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
+        self._check_schema()
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency, self.settings.batch_size)
@@ -218,6 +219,20 @@ class Worker:
         finally:
             self._shutdown()
         return 0
+
+    def _check_schema(self) -> None:
+        """Fail fast with a fix-it message when migrations were never applied to this database."""
+        assert self.pool is not None
+        try:
+            with self.pool.connection() as conn:
+                found = conn.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
+        except Exception as exc:
+            if is_connection_error(exc):
+                return  # the database is not up yet; the claim loop waits for it
+            raise
+        if not (found and found[0]):
+            self.pool.close()
+            raise SchemaMissing()
 
     def _start_threads(self) -> None:
         self.listener = Listener(self.url, set(self.queues), self.wake,

@@ -1,0 +1,12 @@
+"""A recurring definition for worker-process tests: `tick` fires every second on queue `rtick`.
+
+Workers load it with SKIPLOCK_TASKS=tests.handlers,tests.recurring_handlers; each run records
+one test_effects row (tests.handlers.behave), so tests count runs per slot.
+"""
+
+from tests.handlers import behave
+from worker import task
+from worker.recurring import recurring
+
+task("rtick")(behave)
+recurring("tick", queue="rtick", every="1s", payload={"tick": True})

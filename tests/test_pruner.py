@@ -1,0 +1,79 @@
+"""The pruner deletes finished jobs past retention, in bounded batches, and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from worker import core
+from worker.config import load_settings
+from worker.db import make_pool
+from worker.pruner import Pruner
+
+HOUR = 3600.0
+SETTINGS = load_settings(env={}, history_retention=HOUR, dead_retention=24 * HOUR)
+
+
+@pytest.fixture
+def pool(db_url: str) -> Iterator[ConnectionPool]:
+    p = make_pool(db_url, "skiplock-test-pruner", size=2, open_wait=True)
+    yield p
+    p.close()
+
+
+def make_jobs(conn: psycopg.Connection, count: int, status: str, age_hours: float | None) -> list[int]:
+    """Insert `count` jobs in `status`; finished ones finished `age_hours` ago (a test factory)."""
+    rows = conn.execute(
+        """INSERT INTO jobs (queue, payload, status, finished_at, created_at, run_at, worker_id, lease_until)
+           SELECT 'q' || (g %% 3), '{}'::jsonb, %(status)s::job_status,
+                  CASE WHEN %(final)s THEN now() - make_interval(secs => %(age)s * 3600) END,
+                  now() - interval '90 days', now() - interval '90 days',
+                  CASE WHEN %(status)s = 'running' THEN 'w1' END,
+                  CASE WHEN %(status)s = 'running' THEN now() - interval '1 day' END
+             FROM generate_series(1, %(count)s) g RETURNING id""",
+        {"status": status, "final": age_hours is not None, "age": age_hours or 0, "count": count}).fetchall()
+    return [r[0] for r in rows]
+
+
+def remaining(conn: psycopg.Connection) -> set[int]:
+    return {r[0] for r in conn.execute("SELECT id FROM jobs").fetchall()}
+
+
+def test_pruner_deletes_only_what_is_past_retention(conn, pool):
+    old_ok = make_jobs(conn, 7, "succeeded", 2)
+    new_ok = make_jobs(conn, 2, "succeeded", 0.5)
+    old_failed = make_jobs(conn, 3, "failed", 2)
+    young_dead = make_jobs(conn, 2, "dead", 2)  # past history retention, not dead retention
+    old_dead = make_jobs(conn, 4, "dead", 48)
+    queued = make_jobs(conn, 3, "queued", None)  # created 90 days ago, never touched
+    running = make_jobs(conn, 2, "running", None)  # lease long expired: the reaper's, not ours
+    pruner = Pruner(pool, SETTINGS, batch=2)
+    assert pruner.run_once() == 7 + 3 + 4
+    assert remaining(conn) == set(new_ok + young_dead + queued + running)
+    assert not remaining(conn) & set(old_ok + old_failed + old_dead)
+    assert pruner.run_once() == 0
+
+
+def test_each_statement_deletes_at_most_one_batch(conn, pool):
+    make_jobs(conn, 5, "dead", 48)
+    assert core.prune_finished(conn, "dead", 24 * HOUR, 2) == 2
+    # a pass stops after max_batches statements; the rest waits for the next pass
+    assert Pruner(pool, SETTINGS, batch=1, max_batches=2).run_once() == 2
+    assert Pruner(pool, SETTINGS, batch=1, max_batches=2).run_once() == 1
+    assert len(remaining(conn)) == 0
+    with pytest.raises(ValueError, match="only finished jobs"):
+        core.prune_finished(conn, "queued", 0, 10)
+
+
+def test_prune_statement_can_use_the_finished_index(conn):
+    make_jobs(conn, 50, "succeeded", 2)
+    conn.execute("ANALYZE jobs")
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN " + core.queries.PRUNE_FINISHED.replace("%(status)s", "'succeeded'")
+            .replace("%(older_than)s", "3600").replace("%(limit)s", "10")).fetchall())
+    assert "jobs_finished_idx" in plan

@@ -1,0 +1,46 @@
+"""The pruner: finished jobs past their retention are deleted, a bounded batch per statement."""
+
+from __future__ import annotations
+
+import logging
+
+from psycopg_pool import ConnectionPool
+
+from worker import core
+from worker.config import Settings
+from worker.status import JobStatus
+
+log = logging.getLogger("skiplock.pruner")
+
+
+class Pruner:
+    """One pass per `run_once()`; the worker's scheduler calls it every minute."""
+
+    def __init__(self, pool: ConnectionPool, settings: Settings, batch: int = 1000,
+                 max_batches: int = 100) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.batch = batch
+        # A pass stops after this many statements per status, so a huge backlog is worked off over several
+        # passes instead of one that keeps a connection and the scheduler thread for minutes.
+        self.max_batches = max_batches
+
+    def retention(self) -> list[tuple[JobStatus, float]]:
+        """(status, seconds kept after finishing) for every status the pruner deletes."""
+        history = self.settings.history_retention
+        return [(JobStatus.SUCCEEDED, history), (JobStatus.FAILED, history),
+                (JobStatus.DEAD, self.settings.dead_retention)]
+
+    def run_once(self) -> int:
+        """Delete succeeded/failed/dead jobs older than their retention; return how many."""
+        total = 0
+        with self.pool.connection() as conn:
+            for status, keep in self.retention():
+                for _ in range(self.max_batches):
+                    deleted = core.prune_finished(conn, status, keep, self.batch)
+                    total += deleted
+                    if deleted < self.batch:
+                        break
+        if total:
+            log.info("pruned %d finished job(s) past retention", total)
+        return total
