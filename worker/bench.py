@@ -297,16 +297,23 @@ def pickup_latency(url: str, jobs: int = 300, gap: float = 0.05) -> dict[str, An
             "max_ms": max(lat) if lat else float("nan")}
 
 
-def claim_rtt(url: str, samples: int = 50) -> float:
-    """Median seconds of one claim statement that finds nothing (the claim's round trip)."""
+def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
+    """Median seconds of one real claim of `batch` jobs, commit (WAL flush) included.
+
+    The jobs live in a side queue no bench worker serves and are deleted afterwards.
+    """
     from worker import core
 
+    side = BENCH_QUEUE + "_rtt"
     with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO jobs (queue, payload) SELECT %s, '{}' FROM generate_series(1, %s)",
+                     (side, batch * samples))
         times = []
         for _ in range(samples):
             started = time.perf_counter()
-            core.claim(conn, "bench-rtt", ["skiplock_bench_none"], [30.0], 50)
+            core.claim(conn, "bench-rtt", [side], [30.0], batch)
             times.append(time.perf_counter() - started)
+        conn.execute("DELETE FROM jobs WHERE queue = %s", (side,))
     return statistics.median(times)
 
 
@@ -314,7 +321,7 @@ def recipe(url: str, jobs: int = 100_000, parallelism: int = 32, batch: int = 50
            handle_seconds: float = 0.0035) -> dict[str, Any]:
     """Workload 5, seed 000's recipe: random priorities, 2-5 ms handlers, parallelism 32, batch 50."""
     clear_jobs(url)
-    rtt = claim_rtt(url)
+    rtt = claim_rtt(url, batch)
     probe = ProbeReceiver()
     try:
         with skiplock_workers(url, processes, probe.port, concurrency=parallelism // processes,
