@@ -117,7 +117,8 @@ def bar_chart(results: dict[str, Any], path: Path) -> None:
     for ax, workload in zip(axes[0], panels, strict=True):
         key = "p99_ms" if workload == "latency" else "jobs_per_s"
         names = [s for s in SYSTEMS if s in results[workload]]
-        meds, errs = [], [[], []]
+        meds: list[float] = []
+        errs: list[list[float]] = [[], []]
         for s in names:
             med, lo, hi = _stat(results[workload][s], key)
             meds.append(med)
