@@ -126,7 +126,7 @@ def test_drain_survives_terminated_connections(conn, spawn_worker):
     while scalar(conn, "SELECT count(*) FROM jobs") > 0 and time.monotonic() < deadline:
         if kills < 5 and scalar(conn, "SELECT count(*) FROM test_effects") >= 200 * (kills + 1):
             kills += scalar(conn, "SELECT count(*) > 0 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                  "WHERE application_name LIKE 'skiplock-%%') t")
+                                  "WHERE datname = current_database() AND application_name LIKE 'skiplock-%%') t")
         time.sleep(0.05)  # pacing of the fault loop, not synchronisation
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=120, message="drain")
     assert kills >= 3

@@ -88,6 +88,7 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, help="most jobs per claim (SKIPLOCK_BATCH_SIZE)")
     p.add_argument("--poll-interval", type=float, help="seconds between idle polls")
     p.add_argument("--migrate", action="store_true", help="apply migrations before starting")
+    p.add_argument("--health-port", type=int, help="serve /healthz and /metrics here (SKIPLOCK_HEALTH_PORT)")
 
 
 def _positive(name: str, value: float | None) -> float | None:
@@ -108,12 +109,17 @@ def _worker(args: argparse.Namespace) -> int:
         concurrency=_positive("--concurrency", args.concurrency),
         batch_size=_positive("--batch-size", args.batch_size),
         poll_interval=_positive("--poll-interval", args.poll_interval),
+        health_port=_positive("--health-port", args.health_port),
     )
     configure_logging(settings.log_format, settings.log_level)
     url = settings.require_database_url()
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
     import_task_modules(settings.tasks)
+    from worker.db import check_database
+
+    # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
+    check_database(url)
     if args.migrate:
         apply_migrations(url)
     worker = Worker(settings, REGISTRY)

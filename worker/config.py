@@ -8,6 +8,7 @@ gets a "did you mean" suggestion, since a typo'd setting silently ignored is wor
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Settings:
     log_format: str = "text"  # SKIPLOCK_LOG_FORMAT: text or json
     log_level: str = "INFO"  # SKIPLOCK_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR
     health_port: int | None = None  # SKIPLOCK_HEALTH_PORT: serve worker liveness on this port
+    history_mode: str = "delete"  # SKIPLOCK_HISTORY_MODE: delete, keep (in jobs) or partitioned (jobs_history)
 
     def lease_for(self, queue: str) -> float:
         """Lease length in seconds for jobs of `queue`."""
@@ -61,6 +63,13 @@ class Settings:
         # a third of the shortest lease leaves two missed beats before any lease can expire
         shortest = min([self.lease_seconds, *self.queue_leases.values()])
         return max(shortest / 3.0, 0.05)
+
+    @property
+    def history(self) -> str:
+        """Where succeeded jobs go: 'delete', 'keep' (stay in jobs) or 'partitioned' (jobs_history)."""
+        if self.history_mode == "delete" and self.keep_history:
+            return "keep"  # SKIPLOCK_KEEP_HISTORY=true alone still means keep
+        return self.history_mode
 
     def require_database_url(self) -> str:
         """The DATABASE_URL, or a ConfigError saying how to set it."""
@@ -76,12 +85,17 @@ class Settings:
 # ---- parsing helpers: each turns one env string into a typed value or a clear ConfigError ----
 
 
-def _number(name: str, raw: str, kind: Callable[[str], T], minimum: float, what: str) -> T:
+def _number(name: str, raw: str, kind: Callable[[str], T], minimum: float, what: str,
+            maximum: float | None = None) -> T:
     try:
         value = kind(raw.strip())
     except ValueError:
         raise ConfigError(f"{name} must be {what}, got {raw!r}") from None
-    if value < minimum:  # type: ignore[operator]
+    # float() accepts 'nan' and 'inf': NaN passes every comparison below, and infinity breaks
+    # interval arithmetic later (make_interval), so neither is a number of seconds here
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name} must be {what}, got {raw!r}")
+    if value < minimum or (maximum is not None and value > maximum):  # type: ignore[operator]
         raise ConfigError(f"{name} must be {what}, got {raw!r}")
     return value
 
@@ -150,7 +164,9 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_POOL_SIZE": ("pool_size", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_LOG_FORMAT": ("log_format", lambda n, r: _choice(n, r, ("text", "json"))),
     "SKIPLOCK_LOG_LEVEL": ("log_level", lambda n, r: _choice(n, r.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
-    "SKIPLOCK_HEALTH_PORT": ("health_port", lambda n, r: _number(n, r, int, 1, "a TCP port 1-65535")),
+    "SKIPLOCK_HEALTH_PORT": ("health_port", lambda n, r: _number(n, r, int, 1, "a TCP port 1-65535", 65535)),
+    "SKIPLOCK_HISTORY_MODE": ("history_mode", lambda n, r: _choice(n, r.strip().lower(),
+                                                                    ("delete", "keep", "partitioned"))),
 }
 
 # Variables read elsewhere (console, dev command) that must not be flagged as typos.
@@ -158,6 +174,7 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_WEB_USER", "SKIPLOCK_WEB_PASSWORD", "SKIPLOCK_WEB_PASSWORD_HASH", "SKIPLOCK_WEB_AUTH",
     "SKIPLOCK_WEB_READONLY_USER", "SKIPLOCK_WEB_READONLY_PASSWORD", "SKIPLOCK_WEB_READONLY_PASSWORD_HASH",
     "SKIPLOCK_SECRET_KEY", "SKIPLOCK_DEV_DIR", "SKIPLOCK_APP_NAME", "SKIPLOCK_RECONNECT_TIMEOUT",
+    "SKIPLOCK_METRICS_TOKEN",
 }
 
 
@@ -187,4 +204,9 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     settings = Settings(**values)
     if settings.backoff_cap < settings.backoff_base:
         raise ConfigError("SKIPLOCK_BACKOFF_CAP must be >= SKIPLOCK_BACKOFF_BASE")
+    shortest = min([settings.lease_seconds, *settings.queue_leases.values()])
+    if settings.heartbeat_interval and settings.heartbeat_interval >= shortest:
+        # every lease would expire before its first heartbeat: each job reclaimed mid-run, forever
+        raise ConfigError(f"SKIPLOCK_HEARTBEAT_INTERVAL ({settings.heartbeat_interval:g}s) must be shorter "
+                          f"than the shortest lease ({shortest:g}s); 0 disables heartbeats")
     return settings

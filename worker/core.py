@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -15,6 +16,7 @@ import psycopg
 from psycopg.types.string import TextLoader
 
 from worker import queries
+from worker.errors import InvalidTransition
 from worker.status import JobStatus
 
 log = logging.getLogger("skiplock.core")
@@ -85,12 +87,14 @@ def heartbeat(
 
 
 def ack_batch(
-    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool
+    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool,
+    partitioned_history: bool = False,
 ) -> set[int]:
     """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker.
 
     Returns the ids actually written. An id missing from it lost its lease (reaped and maybe
     re-claimed elsewhere): its result is dropped, never written over the new owner.
+    With `partitioned_history`, successes are moved to jobs_history instead of deleted.
     """
     if not outcomes:
         return set()
@@ -105,7 +109,8 @@ def ack_batch(
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
-    rows = conn.execute(queries.ACK_BATCH, params).fetchall()
+    statement = queries.ACK_BATCH_TO_HISTORY if partitioned_history and not keep_history else queries.ACK_BATCH
+    rows = conn.execute(statement, params).fetchall()
     return {row[0] for row in rows}
 
 
@@ -167,6 +172,59 @@ def resume_queue(conn: psycopg.Connection, queue: str) -> bool:
     if resumed:
         _notify(conn, [queue])
     return resumed
+
+
+@dataclass(frozen=True)
+class FinishedFilter:
+    """Which finished jobs an operator's "all matching" action covers (None = any)."""
+
+    status: str = "dead"  # 'dead' or 'failed': the states retry and purge accept
+    queue: str | None = None
+    since: datetime | None = None  # finished at or after
+    until: datetime | None = None  # finished at or before (the moment the operator confirmed)
+    error: str | None = None  # exact first line of last_error
+    text: str | None = None  # substring of unique_key, payload or last_error
+
+    def params(self) -> dict[str, Any]:
+        """Bind parameters for queries.FINISHED_MATCH."""
+        if self.status not in (JobStatus.DEAD, JobStatus.FAILED):
+            raise InvalidTransition(f"only dead or failed jobs can be retried or purged, not {self.status!r}")
+        # ILIKE wildcards typed by the operator are matched literally
+        text = None
+        if self.text:
+            text = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return {"status": self.status, "queue": self.queue, "since": self.since, "until": self.until,
+                "error": self.error, "text": text}
+
+
+def count_finished_matching(conn: psycopg.Connection, flt: FinishedFilter, cap: int = 1_000_000) -> int:
+    """How many jobs `flt` covers, counting at most `cap` (what a bulk confirmation states)."""
+    return int(conn.execute(queries.COUNT_FINISHED_MATCHING, {**flt.params(), "cap": cap}).fetchone()[0])  # type: ignore[index]
+
+
+def retry_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
+    """Operator: dead/failed -> queued for every job `flt` covers, in batches of `batch` ids."""
+    return _bulk_matching(conn, queries.RETRY_MATCHING_BATCH, flt, batch, notify=True)
+
+
+def purge_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
+    """Operator: delete every dead/failed job `flt` covers, in batches of `batch` ids."""
+    return _bulk_matching(conn, queries.PURGE_MATCHING_BATCH, flt, batch, notify=False)
+
+
+def _bulk_matching(conn: psycopg.Connection, sql: str, flt: FinishedFilter, batch: int, *, notify: bool) -> int:
+    # Each batch is its own short statement (the pool's connections are autocommit), so a
+    # 100,000-job purge never holds one huge transaction or locks the whole set at once.
+    params = flt.params()
+    after, total = 0, 0
+    while True:
+        rows = conn.execute(sql, {**params, "after": after, "limit": batch}).fetchall()
+        total += len(rows)
+        if notify:
+            _notify(conn, [r[1] for r in rows])
+        if len(rows) < batch:
+            return total
+        after = max(r[0] for r in rows)
 
 
 def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:

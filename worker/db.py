@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import psycopg
 import psycopg.conninfo
 from psycopg_pool import ConnectionPool
 
-from worker.config import validate_database_url
+from worker.config import _number, validate_database_url
+from worker.errors import ConfigError
 
 log = logging.getLogger("skiplock.db")
 
@@ -23,7 +25,7 @@ _KEEPALIVE = {
 }
 
 
-def connect_kwargs(application_name: str) -> dict[str, str]:
+def connect_kwargs(application_name: str) -> dict[str, Any]:
     """Connection options every skiplock connection uses; the name shows in pg_stat_activity."""
     return {"application_name": application_name, "connect_timeout": "5", **_KEEPALIVE}
 
@@ -50,10 +52,44 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
         name=application_name,
         open=False,
         timeout=10.0,
-        reconnect_timeout=float(os.environ.get("SKIPLOCK_RECONNECT_TIMEOUT", "3600")),
+        reconnect_timeout=_reconnect_timeout(),
     )
     pool.open(wait=open_wait, timeout=10.0)
     return pool
+
+
+# A server that is down, starting, full or unreachable may come back: the worker waits for it.
+# Anything else at first contact (bad port or sslmode, unknown database, bad password) is config.
+_TRANSIENT_SQLSTATES = {"57P01", "57P02", "57P03", "53300", "08006", "08001"}
+_TRANSIENT_TEXT = ("connection refused", "timeout expired", "no route to host", "network is unreachable",
+                   "temporary failure in name resolution", "the database system is", "server closed the connection")
+
+
+def check_database(url: str) -> None:
+    """Connect once at start-up; a DATABASE_URL that parses but can never work becomes one
+    ConfigError line, while a server that is merely not up yet is left to the claim loop's retries.
+
+    libpq only validates option values (port, sslmode) and the server only checks the database
+    name and password when connecting; without this check a worker with such a URL would log
+    connection warnings forever instead of saying what is wrong.
+    """
+    try:
+        with connect(url, "skiplock-startup-check") as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if exc.sqlstate in _TRANSIENT_SQLSTATES or (
+                exc.sqlstate is None and any(t in detail.lower() for t in _TRANSIENT_TEXT)):
+            log.warning("database not reachable yet (%s); the worker will keep retrying", detail)
+            return
+        raise ConfigError(f"cannot use DATABASE_URL: {detail}") from None
+
+
+def _reconnect_timeout() -> float:
+    """SKIPLOCK_RECONNECT_TIMEOUT: seconds a pool keeps trying to reconnect (validated like every setting)."""
+    # a bare float() here turned a typo into a traceback instead of one clear line
+    return _number("SKIPLOCK_RECONNECT_TIMEOUT", os.environ.get("SKIPLOCK_RECONNECT_TIMEOUT", "3600"),
+                   float, 0, "seconds >= 0")
 
 
 def is_connection_error(exc: BaseException) -> bool:

@@ -80,7 +80,16 @@ def _validate_queue(queue: object) -> str:
         raise EnqueueError(f"queue name is longer than {MAX_QUEUE_NAME} characters")
     if "\x00" in queue:
         raise EnqueueError("queue name must not contain NUL characters")
+    _require_utf8("queue name", queue)
     return queue
+
+
+def _require_utf8(what: str, text: str) -> None:
+    """Lone surrogates (e.g. U+D800) are valid Python str but not UTF-8: PostgreSQL cannot store them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EnqueueError(f"{what} is not valid Unicode text: {exc.reason} at position {exc.start}") from None
 
 
 def _contains_nul(value: Any) -> bool:
@@ -106,8 +115,8 @@ def serialize_payload(payload: Any, max_bytes: int) -> str:
     # text with it (a NUL, or a literal backslash-u0000) pays for the walk that tells which.
     if "\\u0000" in text and _contains_nul(payload):
         raise EnqueueError("payload must not contain NUL (\\u0000) characters: jsonb cannot store them")
-    # a UTF-8 character takes at most 4 bytes: most payloads are cleared without encoding them
-    size = len(text) if len(text) * 4 <= max_bytes else len(text.encode("utf-8"))
+    _require_utf8("payload", text)
+    size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise EnqueueError(
             f"payload is {size} bytes, over the limit of {max_bytes} (SKIPLOCK_MAX_PAYLOAD_BYTES); "
@@ -171,6 +180,7 @@ def build_spec(
             raise EnqueueError("unique_key must be a non-empty string or None")
         if len(unique_key) > MAX_UNIQUE_KEY or "\x00" in unique_key:
             raise EnqueueError(f"unique_key must be at most {MAX_UNIQUE_KEY} characters, without NUL")
+        _require_utf8("unique_key", unique_key)
     return JobSpec(
         queue=_validate_queue(queue),
         payload_json=serialize_payload(payload, max_payload_bytes),

@@ -130,6 +130,29 @@ WITH deleted AS (
 SELECT id FROM deleted UNION ALL SELECT id FROM kept UNION ALL SELECT id FROM errored
 """
 
+# The ack batch for SKIPLOCK_HISTORY_MODE=partitioned: successes leave jobs (so the queue table
+# stays small) and land in the monthly-partitioned jobs_history as 'succeeded', in the same
+# statement (DELETE ... RETURNING feeding the INSERT), so a row is never in both or neither.
+# Errors, stats and the returned ids are exactly those of ACK_BATCH.
+_ACK_DELETED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING id, queue
+)"""
+_ACK_MOVED_CTE = """WITH deleted AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
+    RETURNING *
+), archived AS (
+    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
+                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
+    SELECT id, queue, priority, run_at, created_at, started_at, now(),
+           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
+      FROM deleted
+)"""
+assert _ACK_DELETED_CTE in ACK_BATCH
+ACK_BATCH_TO_HISTORY = ACK_BATCH.replace(_ACK_DELETED_CTE, _ACK_MOVED_CTE)
+
 # Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
 # not counted against the job (it was the deploy, not the job), so attempts goes back down.
 RELEASE_OWN = """
@@ -248,6 +271,65 @@ INSERT INTO job_stats (minute, queue, worker_id, reaped)
 SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
   FROM unnest(%(queues)s::text[]) AS queue GROUP BY queue
 ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
+"""
+
+# ---- operator bulk actions over a filter ------------------------------------------------------
+
+# The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
+# groups by and filters on (one definition, so the group shown and the filter applied agree).
+ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
+
+# The filter the console's "all matching" bulk actions share: finished jobs of one status,
+# optionally narrowed by queue, finish-time window, the first line of last_error, and text in
+# unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
+# died after the confirmation page was shown are left alone.
+FINISHED_MATCH = f"""
+      status = %(status)s::job_status
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR {ERROR_LINE} = %(error)s::text)
+  AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
+       OR last_error ILIKE %(text)s::text)
+"""
+
+# How many finished jobs match the filter, counting at most %(cap)s (the confirmation's number).
+COUNT_FINISHED_MATCHING = f"""
+SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {FINISHED_MATCH} LIMIT %(cap)s) AS m
+"""
+
+# One bounded batch of "retry all matching": the next %(limit)s matching ids after %(after)s,
+# locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
+# same transition as RETRY_FINISHED. Walking by id guarantees progress and a bounded statement.
+RETRY_MATCHING_BATCH = f"""
+WITH batch AS (
+    SELECT id FROM jobs
+     WHERE {FINISHED_MATCH} AND id > %(after)s
+     ORDER BY id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+       worker_id = NULL, lease_until = NULL
+  FROM batch
+ WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+RETURNING j.id, j.queue
+"""
+
+# One bounded batch of "purge all matching" (see RETRY_MATCHING_BATCH).
+PURGE_MATCHING_BATCH = f"""
+WITH batch AS (
+    SELECT id FROM jobs
+     WHERE {FINISHED_MATCH} AND id > %(after)s
+     ORDER BY id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs j
+ USING batch
+ WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+RETURNING j.id, j.queue
 """
 
 # ---- pruner ------------------------------------------------------------------------------------

@@ -96,6 +96,10 @@ def task(
         raise ConfigError("@task needs a non-empty queue name")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(func):
+            # the worker calls handlers in threads and never awaits: the body would never run
+            raise ConfigError(f"handler {_qualname(func)} is async; skiplock runs plain functions "
+                              "(use def, or asyncio.run(...) inside it)")
         params = inspect.signature(func).parameters
         wants_job = "job" in params
         positional = [p for p in params.values()

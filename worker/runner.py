@@ -12,6 +12,7 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from worker.backoff import backoff_seconds
 from worker.config import Settings
 from worker.db import is_connection_error, make_pool
 from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from worker.latency import LatencyRecorder, fold_exited
 from worker.listener import Listener
 from worker.maintenance import add_service, build_scheduler
 from worker.reaper import Reaper
@@ -126,11 +128,18 @@ class Worker:
         self.leases = [self._lease_for(q) for q in self.queues]
         self.worker_id = make_worker_id()
         self.counters = Counters()
+        self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
+        self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
+        self.health: Any = None  # worker.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        # The ack and the heartbeat lock the same running rows from two connections, in different
+        # orders (index order vs. array order): concurrently they deadlock (PostgreSQL aborts one
+        # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
+        self._row_writes = threading.Lock()
         self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
         self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
         self._idle = threading.Condition(self._lock)  # notified when the last running handler ends
@@ -187,6 +196,11 @@ class Worker:
             self._skip_grace = True
         self._stop.set()
         self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once a graceful shutdown has begun (the health endpoint then answers 503)."""
+        return self._stop.is_set()
 
     def in_flight_ids(self) -> list[int]:
         with self._lock:
@@ -251,13 +265,36 @@ class Worker:
         assert self.reaper is not None
         add_service(self.scheduler, "reaper", self.reaper.run_once, self.settings.reaper_interval)
         add_service(self.scheduler, "worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS)
+        self._start_ops_services()
         for hook in STARTUP_HOOKS:
             hook(self)
         self.scheduler.start()
 
+    def _start_ops_services(self) -> None:
+        """Health endpoint, latency-row folding and history partitions (worker/health.py, history.py)."""
+        assert self.pool is not None
+        pool = self.pool
+        if self.settings.health_port:
+            from worker.health import HealthServer
+
+            self.health = HealthServer(self, self.settings.health_port)
+            self.health.start()
+
+        def fold() -> None:
+            with pool.connection() as conn:
+                fold_exited(conn)
+
+        add_service(self.scheduler, "latency-fold", fold, 600.0)
+        if self.settings.history == "partitioned":
+            from worker.history import HistoryPartitions
+
+            add_service(self.scheduler, "history-partitions",
+                        HistoryPartitions(pool, self.settings.history_retention).run_once, 3600.0)
+
     def _claim_loop(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
+            self.loop_tick = time.monotonic()
             self._wake.clear()
             with self._lock:
                 free = self.settings.concurrency - len(self._inflight)
@@ -292,6 +329,8 @@ class Worker:
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True)
         elapsed = time.perf_counter() - started
+        self.latency.observe("claim", elapsed)
+        self.latency.observe("claim_batch", len(jobs))
         self.counters.claimed += len(jobs)
         if len(self.counters.claim_seconds) < 10_000:
             self.counters.claim_seconds.append(elapsed)
@@ -317,7 +356,14 @@ class Worker:
                          job.created_at, job.started_at, job.unique_key, self.worker_id)
         started = time.perf_counter()
         try:
-            task(json.loads(job.payload), ctx)  # claimed as text (see _claim)
+            result = task(json.loads(job.payload), ctx)  # claimed as text (see _claim)
+            if inspect.isawaitable(result):
+                # an un-awaited coroutine means the handler's work never ran: calling that a
+                # success would silently lose the job, so it is dead with the reason instead
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
+                                       "without running it: async handlers are not supported, use a plain def")
             outcome = core.Outcome(job.id, job.queue, "ok")
         except PermanentFailure as exc:
             outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))
@@ -328,6 +374,7 @@ class Worker:
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = self._retry_or_dead(job, exc, None)
         duration_ms = (time.perf_counter() - started) * 1000
+        self.latency.observe("handler", duration_ms / 1000)
         self._finish(job, outcome, duration_ms)
 
     def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
@@ -398,9 +445,12 @@ class Worker:
     def _flush(self, outcomes: list[core.Outcome]) -> bool:
         assert self.pool is not None
         try:
-            with self.pool.connection() as conn:
+            started = time.perf_counter()
+            with self._row_writes, self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
-                                         keep_history=self.settings.keep_history)
+                                         keep_history=self.settings.history == "keep",
+                                         partitioned_history=self.settings.history == "partitioned")
+            self.latency.observe("ack", time.perf_counter() - started)
         except Exception as exc:
             if not is_connection_error(exc):
                 log.exception("ack batch failed; will retry")
@@ -441,7 +491,7 @@ class Worker:
         ids = list(held)
         leases = [self._lease_for(held[i]) for i in ids]
         try:
-            with self.pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
         except Exception as exc:
             if not is_connection_error(exc):
@@ -464,6 +514,7 @@ class Worker:
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 "queues": self.queues, "concurrency": self.settings.concurrency,
                 "in_flight": len(self._inflight)})
+            self.latency.save(conn, self.worker_id)
 
     # ---- shutdown ------------------------------------------------------------------------------
 
@@ -485,6 +536,8 @@ class Worker:
             self._release(unfinished)
         self._acker_done.set()
         self.scheduler.shutdown(wait=False)
+        if self.health is not None:
+            self.health.stop()
         if self.listener:
             self.listener.stop()
         self._delete_worker_row()

@@ -1,0 +1,160 @@
+"""Console page timings on a big table (not a test: run it by hand, it takes a few minutes).
+
+    python tests/benchmarks/console_pages.py [--admin-url postgresql://postgres@127.0.0.1:5432/postgres]
+                                             [--requests 20] [--keep]
+
+Builds a scratch database with 1,000,000 queued (ready, over 4 queues and 3 priorities, plus
+some scheduled), 100,000 dead (a handful of error kinds) and 1,000 running jobs with generate_series
+INSERTs, then requests each console page through the Flask test client (in process, so the time is
+the server's: routing, SQL, templates) and prints p50/p95 per page. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from webapp import create_app
+from webapp.db import close_app
+from webapp.settings import Account
+from worker.migrate import apply_migrations
+
+DB = "skiplock_console_bench"
+
+BUILD = [
+    # 1,000,000 queued: 970,000 ready spread over 4 queues and 3 priorities, 30,000 scheduled
+    """INSERT INTO jobs (queue, priority, run_at, payload, unique_key)
+       SELECT (ARRAY['emails','reports','webhooks','images'])[1 + g % 4], g % 3,
+              now() - make_interval(secs => (g % 3600)),
+              jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
+              CASE WHEN g % 10 = 0 THEN 'key:' || g END
+         FROM generate_series(1, 970000) g""",
+    """INSERT INTO jobs (queue, run_at, payload)
+       SELECT (ARRAY['emails','reports'])[1 + g % 2], now() + make_interval(secs => g), jsonb_build_object('n', g)
+         FROM generate_series(1, 30000) g""",
+    # 100,000 dead over the last 10 days with five kinds of error
+    """INSERT INTO jobs (queue, status, attempts, max_attempts, payload, finished_at, last_error)
+       SELECT (ARRAY['emails','webhooks','reports'])[1 + g % 3], 'dead', 20, 20, jsonb_build_object('n', g),
+              now() - make_interval(secs => (g * 8.64)),
+              (ARRAY['TimeoutError: upstream took longer than 30s', 'KeyError: ''customer_id''',
+                     'SMTPServerDisconnected: Connection unexpectedly closed', 'ValueError: bad payload',
+                     'lease expired: worker w-1 stopped heartbeating during attempt 20'])[1 + g % 5]
+              || E'\\nTraceback (most recent call last):\\n  File "app/tasks.py", line 42, in handler\\n'
+         FROM generate_series(1, 100000) g""",
+    # 1,000 running on 10 workers
+    """INSERT INTO jobs (queue, status, attempts, payload, started_at, lease_until, worker_id)
+       SELECT (ARRAY['emails','webhooks'])[1 + g % 2], 'running', 1, jsonb_build_object('n', g),
+              now() - make_interval(secs => g), now() + interval '30 seconds', 'w-' || (g % 10)
+         FROM generate_series(1, 1000) g""",
+    """INSERT INTO workers (id, host, pid, queues, concurrency, in_flight)
+       SELECT 'w-' || g, 'host-' || g, 1000 + g, ARRAY['emails','webhooks'], 100, 100 FROM generate_series(0, 9) g""",
+    # an hour of per-minute stats
+    """INSERT INTO job_stats (minute, queue, worker_id, completed, dead)
+       SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-0', 1000 + m, m % 3
+         FROM generate_series(0, 59) m, unnest(ARRAY['emails','reports','webhooks','images']) q""",
+]
+
+
+def build(admin_url: str) -> str:
+    """Create the scratch database and fill it; returns its URL."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB}"')
+    url = psycopg.conninfo.make_conninfo(admin_url, dbname=DB)
+    apply_migrations(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for sql in BUILD:
+            started = time.perf_counter()
+            conn.execute(sql)
+            print(f"  built in {time.perf_counter() - started:5.1f}s: {sql.split()[2]} {' '.join(sql.split()[3:6])}...",
+                  flush=True)
+        conn.execute("VACUUM ANALYZE jobs")
+    return url
+
+
+def pages(url: str) -> list[tuple[str, str, dict]]:
+    """(label, path, extra request kwargs) for every page worth timing."""
+    with psycopg.connect(url) as conn:
+        dead_id = conn.execute("SELECT id FROM jobs WHERE status = 'dead' LIMIT 1").fetchone()[0]  # type: ignore[index]
+    hx = {"headers": {"HX-Request": "true"}}
+    return [
+        ("overview", "/", {}),
+        ("overview fragment (poll)", "/", hx),
+        ("queue emails ready p1", "/queues/emails?status=ready", {}),
+        ("queue emails scheduled", "/queues/emails?status=scheduled", {}),
+        ("queue emails running", "/queues/emails?status=running", {}),
+        ("queue emails dead", "/queues/emails?status=dead", {}),
+        ("queue text search (rare)", "/queues/emails?status=ready&q=user999999@", {}),
+        ("queue id filter", f"/queues/emails?status=ready&id={dead_id}", {}),
+        ("long-runners", "/running/", {}),
+        ("dead letters 24h", "/dead/", {}),
+        ("dead letters all", "/dead/?window=all", {}),
+        ("dead letters one error", "/dead/?window=all&error=TimeoutError:+upstream+took+longer+than+30s", {}),
+        ("dead groups fragment", "/dead/?window=7d", hx),
+        ("job detail", f"/jobs/{dead_id}", {}),
+        ("workers", "/workers/", {}),
+        ("healthz", "/healthz", {}),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--requests", type=int, default=20, help="requests per page")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database afterwards")
+    parser.add_argument("--reuse", action="store_true", help="reuse an existing scratch database")
+    args = parser.parse_args()
+
+    print(f"building {DB} (1,000,000 queued + 100,000 dead + 1,000 running)...", flush=True)
+    url = psycopg.conninfo.make_conninfo(args.admin_url, dbname=DB) if args.reuse else build(args.admin_url)
+    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "ACCOUNTS": [Account("bench", "admin", "pw")]})
+    client = app.test_client()
+    auth = ("bench", "pw")
+    print(f"\n{'page':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    try:
+        for label, path, extra in pages(url):
+            client.get(path, auth=auth, **extra)  # warm the pool and the plan cache
+            times = []
+            for _ in range(args.requests):
+                started = time.perf_counter()
+                response = client.get(path, auth=auth, **extra)
+                if response.status_code == 503:  # the shared server dropped a pooled connection: once more
+                    started = time.perf_counter()
+                    response = client.get(path, auth=auth, **extra)
+                times.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200, (path, response.status_code)
+            times.sort()
+            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+            print(f"{label:34} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}", flush=True)
+        # the confirmation of "purge all matching" counts the set it will act on
+        token_client = app.test_client()
+        html = token_client.get("/", auth=auth).get_data(as_text=True)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
+        times = []
+        for _ in range(max(3, args.requests // 4)):
+            started = time.perf_counter()
+            response = token_client.post("/dead/action", auth=auth, data={"action": "purge", "scope": "matching",
+                                                                         "window": "all", "csrf_token": token})
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        print(f"{'bulk confirm count (100k dead)':34} {statistics.median(times):8.1f} {times[-1]:8.1f} "
+              f"{times[-1]:8.1f}")
+        assert response.status_code == 200 and b"Purge 100,000 jobs?" in response.data, response.status_code
+    finally:
+        close_app(app)
+        if not args.keep:
+            with psycopg.connect(args.admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

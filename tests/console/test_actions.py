@@ -1,0 +1,183 @@
+"""Operator actions through the console: each calls the core's guarded transition and is audited."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+
+import pytest
+
+from tests.console.factory import make_job, status_of
+from worker import core
+
+
+def _count(conn, sql, *params):
+    return conn.execute(sql, params).fetchone()[0]
+
+
+def test_retry_one_dead_job_resets_attempts_and_run_at(admin, conn, caplog):
+    job = make_job(conn, "t1", "dead", attempts=5, last_error="boom", run_in=-3600)
+    with caplog.at_level(logging.INFO, logger="skiplock.console.audit"):
+        response = admin.post("/dead/action?action=retry", {"one": str(job)})
+    assert response.status_code == 303
+    row = conn.execute("SELECT status::text, attempts, run_at > now() - interval '1 minute', finished_at "
+                       "FROM jobs WHERE id = %s", (job,)).fetchone()
+    assert row == ("queued", 0, True, None)
+    assert any("operator ops-admin (admin) retry selected: 1 job(s)" in r.getMessage() for r in caplog.records)
+    assert "Retried 1 job(s)." in admin.get("/dead/").get_data(as_text=True)
+
+
+def test_purge_one(admin, conn):
+    job = make_job(conn, "t1", "dead")
+    keep = make_job(conn, "t1", "queued")
+    assert admin.post("/dead/action?action=purge", {"one": str(job)}).status_code == 303
+    assert status_of(conn, job) is None and status_of(conn, keep) == "queued"
+
+
+def test_selected_needs_a_confirmation_stating_the_count(admin, conn):
+    jobs = [make_job(conn, "t1", "dead") for _ in range(3)]
+    other = make_job(conn, "t1", "dead")
+    data = {"action": "purge", "ids": [str(j) for j in jobs]}
+    page = admin.post("/dead/action?scope=selected", data)
+    assert page.status_code == 200
+    assert "Purge 3 jobs?" in page.get_data(as_text=True)
+    assert _count(conn, "SELECT count(*) FROM jobs") == 4  # nothing happened yet
+    done = admin.post("/dead/action", {**data, "scope": "selected", "confirm": "yes"})
+    assert done.status_code == 303
+    assert [status_of(conn, j) for j in jobs] == [None, None, None] and status_of(conn, other) == "dead"
+
+
+def test_selected_without_any_job_is_400(admin):
+    assert admin.post("/dead/action?scope=selected", {"action": "retry"}).status_code == 400
+    assert admin.post("/dead/action?scope=selected", {"action": "retry", "ids": ["x1"]}).status_code == 400
+    assert admin.post("/dead/action?scope=everything", {"action": "retry"}).status_code == 400
+    assert admin.post("/dead/action?scope=selected", {"action": "explode", "ids": ["1"]}).status_code == 400
+
+
+def test_all_matching_filter_with_confirmation(admin, conn):
+    timeouts = [make_job(conn, "t1", "dead", last_error="TimeoutError: slow\nTraceback") for _ in range(7)]
+    other_error = make_job(conn, "t1", "dead", last_error="KeyError: 'x'")
+    other_queue = make_job(conn, "t2", "dead", last_error="TimeoutError: slow")
+    old = make_job(conn, "t1", "dead", last_error="TimeoutError: slow", finished_ago=3 * 86400)
+    flt = {"action": "retry", "queue": "t1", "error": "TimeoutError: slow", "window": "24h"}
+    page = admin.post("/dead/action?scope=matching", flt).get_data(as_text=True)
+    assert "Retry 7 jobs?" in page
+    as_of = re.search(r'name="as_of" value="(\d+)"', page).group(1)  # type: ignore[union-attr]
+    # a job dying after the confirmation is not part of what the operator agreed to
+    late = make_job(conn, "t1", "dead", last_error="TimeoutError: slow")
+    conn.execute("UPDATE jobs SET finished_at = now() + interval '1 second' WHERE id = %s", (late,))
+    done = admin.post("/dead/action", {**flt, "scope": "matching", "confirm": "yes", "as_of": as_of})
+    assert done.status_code == 303
+    assert [status_of(conn, j) for j in timeouts] == ["queued"] * 7
+    assert [status_of(conn, j) for j in (other_error, other_queue, old, late)] == ["dead"] * 4
+    assert "Retried 7 job(s) matching the filter." in admin.get(done.headers["Location"]).get_data(as_text=True)
+
+
+def test_confirm_without_as_of_is_400(admin, conn):
+    make_job(conn, "t1", "dead")
+    response = admin.post("/dead/action", {"action": "purge", "scope": "matching", "confirm": "yes"})
+    assert response.status_code == 400
+    assert _count(conn, "SELECT count(*) FROM jobs") == 1
+
+
+def test_pause_and_resume_queue(admin, conn, caplog):
+    with caplog.at_level(logging.INFO, logger="skiplock.console.audit"):
+        assert admin.post("/queues/t1/pause").status_code == 303
+    assert conn.execute("SELECT queue, paused_by FROM paused_queues").fetchall() == [("t1", "ops-admin")]
+    assert "paused" in admin.get("/queues/t1").get_data(as_text=True)
+    assert any("pause queue" in r.getMessage() for r in caplog.records)
+    assert admin.post("/queues/t1/resume").status_code == 303
+    assert _count(conn, "SELECT count(*) FROM paused_queues") == 0
+
+
+def test_release_running_jobs(admin, conn):
+    a = make_job(conn, "t1", "running", attempts=1)
+    b = make_job(conn, "t1", "running", attempts=5, max_attempts=5)
+    c = make_job(conn, "t1", "running", attempts=1)
+    assert admin.post("/running/release", {"ids": [str(a), str(b)]}).status_code == 303
+    assert (status_of(conn, a), status_of(conn, b), status_of(conn, c)) == ("queued", "dead", "running")
+    assert admin.post("/running/release", {"one": str(c), "ids": [str(a)]}).status_code == 303
+    assert status_of(conn, c) == "queued"
+    error = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (a,)).fetchone()[0]
+    assert error.startswith("released by ops-admin from worker w-test")
+
+
+def test_job_actions(admin, conn):
+    queued = make_job(conn, "t1", "queued")
+    scheduled = make_job(conn, "t1", "queued", run_in=3600)
+    running = make_job(conn, "t1", "running", attempts=1)
+    dead = make_job(conn, "t1", "dead")
+    assert admin.post(f"/jobs/{queued}/cancel").status_code == 303
+    assert status_of(conn, queued) == "failed"
+    assert admin.post(f"/jobs/{scheduled}/run-now").status_code == 303
+    assert _count(conn, "SELECT run_at <= now() FROM jobs WHERE id = %s", scheduled) is True
+    assert admin.post(f"/jobs/{running}/release").status_code == 303
+    assert status_of(conn, running) == "queued"
+    assert admin.post(f"/jobs/{dead}/purge").status_code == 303
+    assert status_of(conn, dead) is None
+
+
+def test_action_on_a_job_in_the_wrong_state_changes_nothing(admin, conn):
+    job = make_job(conn, "t1", "running")
+    response = admin.post(f"/jobs/{job}/purge")
+    assert response.status_code == 303
+    assert status_of(conn, job) == "running"
+    assert "was not changed" in admin.get(response.headers["Location"]).get_data(as_text=True)
+    assert admin.post(f"/jobs/{job}/explode").status_code == 404
+    assert admin.post("/jobs/x1/retry").status_code == 400
+
+
+# ---- the core's bulk functions the console uses ---------------------------------------------------
+
+
+def test_core_bulk_actions_walk_in_batches(conn):
+    ids = [make_job(conn, "t1", "dead", last_error="E: one") for _ in range(10)]
+    keep = make_job(conn, "t1", "failed", last_error="E: one")
+    flt = core.FinishedFilter(status="dead", queue="t1", error="E: one")
+    assert core.count_finished_matching(conn, flt) == 10
+    assert core.count_finished_matching(conn, flt, cap=4) == 4
+    assert core.retry_matching(conn, flt, batch=3) == 10
+    assert [status_of(conn, i) for i in ids] == ["queued"] * 10
+    assert status_of(conn, keep) == "failed"
+    assert core.purge_matching(conn, core.FinishedFilter(status="failed"), batch=1) == 1
+    assert status_of(conn, keep) is None
+
+
+def test_core_filter_window_text_and_until(conn):
+    now = conn.execute("SELECT now()").fetchone()[0]
+    recent = make_job(conn, "t1", "dead", payload={"customer": "acme"})
+    make_job(conn, "t1", "dead", payload={"customer": "acme"}, finished_ago=7200)
+    make_job(conn, "t1", "dead", payload={"customer": "globex"})
+    flt = core.FinishedFilter(since=now - timedelta(hours=1), text="acme")
+    assert core.count_finished_matching(conn, flt) == 1
+    assert core.count_finished_matching(conn, core.FinishedFilter(text="%")) == 0  # literal %
+    assert core.count_finished_matching(conn, core.FinishedFilter(until=now - timedelta(minutes=1))) == 1
+    assert core.purge_matching(conn, flt) == 1 and status_of(conn, recent) is None
+
+
+def test_core_filter_refuses_live_states(conn):
+    with pytest.raises(core.InvalidTransition):
+        core.retry_matching(conn, core.FinishedFilter(status="queued"))
+
+
+# ---- recurring (the page works against the contract once worker.recurring exists) -----------------
+
+
+def test_recurring_schedules_pause_resume_run(admin, conn):
+    conn.execute("""INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, enabled, active,
+                                                     catch_up, next_fire_at, updated_at)
+                    VALUES ('nightly-<b>report</b>', 't1', 'cron', '0 3 * * *', 'UTC', '{}', true, true, 'once',
+                            now() + interval '1 hour', now())""")
+    html = admin.get("/recurring/").get_data(as_text=True)
+    assert "nightly-&lt;b&gt;report&lt;/b&gt;" in html and "0 3 * * *" in html
+    name = "nightly-<b>report</b>"
+    assert admin.post(f"/recurring/{name}/pause").status_code == 303
+    assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is False
+    assert admin.post(f"/recurring/{name}/resume").status_code == 303
+    assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is True
+    before = _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'")
+    response = admin.post(f"/recurring/{name}/run")
+    assert response.status_code == 303
+    assert _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'") == before + 1
+    assert "enqueued job" in admin.get(response.headers["Location"]).get_data(as_text=True)

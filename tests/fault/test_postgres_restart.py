@@ -1,0 +1,100 @@
+"""Scenario 3, postgres_restart: restart the PostgreSQL server in the middle of a drain.
+
+The server is a ThrowawayCluster this test owns, so restarting it disturbs no other test. Workers
+must reconnect on their own (pool, acker, claim loop), re-establish LISTEN, and lose nothing; the
+console (its own pool) must serve pages again without a restart.
+Recovery seconds (server back -> first job completed) are measured and reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.conftest import TEST_TABLES_SQL
+from tests.fault.books import audit, record
+from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
+from tests.helpers import scalar, wait_for
+from tests.pgcluster import ThrowawayCluster, with_database
+from webapp import create_app
+from webapp.db import close_app
+from worker import enqueue, enqueue_many
+from worker.migrate import apply_migrations
+
+JOBS = 1500
+# A long poll interval: after the drain, only a working LISTEN can make the worker see a new job fast.
+SETTINGS = {**FAST_RECOVERY, "SKIPLOCK_CONCURRENCY": "8", "SKIPLOCK_POLL_INTERVAL": "20"}
+
+
+@pytest.fixture
+def cluster_db() -> Iterator[tuple[ThrowawayCluster, str]]:
+    cluster = ThrowawayCluster()
+    try:
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE skiplock_fault")
+        url = with_database(cluster.url, "skiplock_fault")
+        apply_migrations(url)
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(TEST_TABLES_SQL)
+        yield cluster, url
+    finally:
+        cluster.destroy()
+
+
+def _connect(url: str) -> psycopg.Connection:
+    return psycopg.connect(url, autocommit=True, application_name="fault-test")
+
+
+@pytest.mark.slow
+def test_postgres_restart(cluster_db, spawn_worker):
+    cluster, url = cluster_db
+    with _connect(url) as conn:
+        ids = enqueue_many([("t1", {"sleep": 0.01}) for _ in range(JOBS)], conn=conn)
+    workers = [spawn_worker(url=url, **SETTINGS) for _ in range(2)]
+    console = create_app({"TESTING": True, "DATABASE_URL": url, "AUTH": False, "SECRET_KEY": "fault"})
+    browser = console.test_client()
+    assert browser.get("/").status_code == 200
+    with _connect(url) as conn:
+        wait_for(lambda: effects(conn) >= JOBS // 5, timeout=60, message="the drain to be under way")
+
+    down_at = time.monotonic()
+    cluster.restart("fast")  # terminates every session, like a failover or a crash-restart
+    up_at = time.monotonic()
+
+    conn = _connect(url)
+    try:
+        done_at_restart = effects(conn)
+        wait_for(lambda: effects(conn) > done_at_restart, timeout=120, message="work to resume after the restart")
+        recovered = time.monotonic() - up_at
+        # the console's pool still holds connections the restart cut: pages fail (503) until it
+        # has replaced them, then work again on their own
+        pages = [browser.get("/").status_code]
+        wait_for(lambda: pages.append(browser.get("/").status_code) or pages[-1] == 200, timeout=60,
+                 message="the console to serve pages again")
+        assert set(pages) <= {200, 503}
+        wait_for(lambda: remaining(conn) == 0, timeout=180, message="the queue to drain")
+        # both listeners are connected again: a new job is picked up long before the 20 s poll
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity "
+                                      "WHERE application_name LIKE 'skiplock-listener%%'") == 2,
+                 timeout=60, message="both listeners to reconnect")
+        before = effects(conn)
+        late = enqueue("t1", {"late": True}, conn=conn)
+        assert late is not None
+        wait_for(lambda: effects(conn) > before, timeout=15, message="NOTIFY to wake a worker after the restart")
+        wait_for(lambda: remaining(conn) == 0, timeout=30, message="the late job's ack")
+        for w in workers:
+            assert stop(w, conn) == 0
+        assert any("database unavailable" in w.log() or "listener connection lost" in w.log() for w in workers)
+
+        books = record(audit(conn, "postgres_restart", [*ids, late]), restart_s=round(up_at - down_at, 2),
+                       recovery_s=round(recovered, 2), console_failed_pages=pages.count(503))
+    finally:
+        conn.close()
+        close_app(console)
+    assert books.lost == 0
+    assert books.completed == JOBS + 1
+    assert books.dead == books.failed == books.queued == books.running == 0
+    assert books.duplicated <= 2 * int(SETTINGS["SKIPLOCK_CONCURRENCY"])  # at most what was in flight

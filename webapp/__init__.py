@@ -1,0 +1,49 @@
+"""The skiplock operator console: a Flask app factory with one blueprint per area.
+
+Production runs it under gunicorn (`gunicorn 'webapp:create_app()'`, see Procfile); development
+runs `skiplock web`. Every action calls the queue core in `worker/`; the console's own SQL only reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from webapp import auth, db, health, web
+from webapp.settings import check_config, session_key, web_config
+from worker.logs import configure_logging
+
+log = logging.getLogger("skiplock.console")
+
+# The areas of the console, each a blueprint module with `bp`.
+BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops")
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the console; config comes from the environment, then `test_config` overrides it."""
+    app = Flask(__name__, static_folder="../static", template_folder="../templates")
+    app.config.update(web_config())
+    if test_config:
+        app.config.update(test_config)
+    check_config(app.config)
+    if not logging.getLogger().handlers:
+        # under gunicorn nobody configured logging yet: without this the audit log would be lost
+        configure_logging(app.config.get("LOG_FORMAT", "text"), app.config.get("LOG_LEVEL", "INFO"))
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = session_key(app.config)
+    app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    if not app.config["AUTH"]:
+        log.warning("SKIPLOCK_WEB_AUTH=off: the console is open to anyone who can reach it")
+
+    db.init_app(app)
+    auth.init_app(app)
+    web.init_app(app)
+    app.add_url_rule("/healthz", "healthz", health.healthz)
+    for name in BLUEPRINTS:
+        app.register_blueprint(importlib.import_module(f"webapp.{name}").bp)
+    return app

@@ -1,0 +1,151 @@
+"""Authentication and authorisation for every request, in one place.
+
+One `before_request` guards the whole app, so a route added later (by any blueprint) is
+protected without a decorator. Order matters and is fixed here: who are you (401), may your
+role do this (403), does the form carry its CSRF token (400).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from urllib.parse import urlsplit
+
+from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.security import check_password_hash
+
+from webapp.settings import Account
+from webapp.web import is_local_path
+
+log = logging.getLogger("skiplock.console.auth")
+
+bp = Blueprint("auth", __name__)
+csrf = CSRFProtect()
+
+# Reachable without logging in. Everything else, including unknown URLs, needs a login first.
+PUBLIC_ENDPOINTS = frozenset({"healthz", "static", "auth.login", "ops.metrics"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Non-GET endpoints a read-only user may still call (they change only their own session).
+ROLE_FREE_POSTS = frozenset({"auth.login", "auth.logout"})
+
+
+def init_app(app: Flask) -> None:
+    """Install the global guard, CSRF protection and the login blueprint."""
+    # CSRF is checked by our guard (after auth and role), not by CSRFProtect's own hook, so that
+    # a stranger gets 401 and a read-only user 403 before anyone is told about tokens.
+    app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
+    app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # tokens live as long as the session
+    csrf.init_app(app)
+    app.before_request(guard)
+    app.register_blueprint(bp)
+    app.register_error_handler(CSRFError, _csrf_error)
+
+
+def check_credentials(accounts: list[Account], user: str, password: str) -> Account | None:
+    """The account these credentials log into, or None. Timing does not reveal which part was wrong."""
+    found = None
+    for account in accounts:
+        user_ok = hmac.compare_digest(account.user.encode(), user.encode())
+        if account.password_hash:
+            pw_ok = check_password_hash(account.password_hash, password)
+        else:
+            pw_ok = hmac.compare_digest((account.password or "").encode(), password.encode())
+        if user_ok and pw_ok:
+            found = account
+    return found
+
+
+def _identify() -> Account | None:
+    accounts = current_app.config["ACCOUNTS"]
+    # HTTP Basic for scripts and curl; the login form's session for browsers
+    if request.authorization and request.authorization.type == "basic":
+        auth = request.authorization
+        return check_credentials(accounts, auth.username or "", auth.password or "")
+    user = session.get("user")
+    for account in accounts:
+        if account.user == user and session.get("role") == account.role:
+            return account
+    return None
+
+
+def guard() -> Response | None:
+    """The one before_request: 401 without a login, 403 for a read-only change, 400 without CSRF."""
+    endpoint = request.endpoint or ""
+    if not current_app.config["AUTH"]:
+        g.user, g.role = "anonymous", "admin"
+    else:
+        account = _identify()
+        g.user, g.role = (account.user, account.role) if account else (None, None)
+    if endpoint in PUBLIC_ENDPOINTS:
+        if endpoint == "ops.metrics":
+            return _metrics_token_check()
+        if request.method not in SAFE_METHODS:
+            csrf.protect()  # the login form needs its token too
+        return None
+    if g.user is None:
+        return _unauthorized()
+    if request.method not in SAFE_METHODS:
+        if g.role != "admin" and endpoint not in ROLE_FREE_POSTS:
+            log.warning("refused %s %s for read-only user %s", request.method, request.path, g.user)
+            return Response("Forbidden: your login is read-only.\n", 403, mimetype="text/plain")
+        csrf.protect()  # raises CSRFError (-> 400) when the token is missing or wrong
+    return None
+
+
+def _metrics_token_check() -> Response | None:
+    token = current_app.config.get("METRICS_TOKEN")
+    if not token:
+        return None
+    given = request.headers.get("Authorization", "")
+    if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        return None
+    return Response("metrics need Authorization: Bearer <SKIPLOCK_METRICS_TOKEN>\n", 401,
+                    {"WWW-Authenticate": 'Bearer realm="skiplock-metrics"'}, mimetype="text/plain")
+
+
+def _unauthorized() -> Response:
+    if request.headers.get("HX-Request"):
+        # a poll whose session ended: send the whole page to the login form
+        return Response("login required", 401, {"HX-Redirect": url_for("auth.login", next=_safe_next())})
+    html = render_template("login.html", next=_safe_next(), error=None)
+    return Response(html, 401, {"WWW-Authenticate": 'FormBased realm="skiplock"'})
+
+
+def _safe_next() -> str:
+    target = request.args.get("next") or request.form.get("next") or request.full_path
+    parts = urlsplit(target)
+    # only paths on this site: no scheme, no host, no protocol-relative //evil.example
+    if parts.scheme or parts.netloc or not is_local_path(target):
+        return url_for("overview.index")
+    return target.rstrip("?") or url_for("overview.index")
+
+
+def _csrf_error(exc: CSRFError) -> tuple[str, int]:
+    log.warning("refused %s %s: %s", request.method, request.path, exc.description)
+    return render_template("error.html", code=400, message=f"Bad request: {exc.description} Reload the page "
+                           "and try again."), 400
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> ResponseReturnValue:
+    """The login form; a correct user and password start a session."""
+    if request.method == "GET":
+        return render_template("login.html", next=_safe_next(), error=None)
+    account = check_credentials(current_app.config["ACCOUNTS"], request.form.get("user", ""),
+                                request.form.get("password", ""))
+    if account is None:
+        log.warning("failed login for user %r from %s", request.form.get("user", ""), request.remote_addr)
+        return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
+    session.clear()  # a fresh session (and CSRF token) at every login: no fixation
+    session["user"], session["role"] = account.user, account.role
+    log.info("login: %s (%s) from %s", account.user, account.role, request.remote_addr)
+    return redirect(_safe_next(), 303)
+
+
+@bp.route("/logout", methods=["POST"])
+def logout() -> ResponseReturnValue:
+    """End the session."""
+    session.clear()
+    return redirect(url_for("auth.login"), 303)

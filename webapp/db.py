@@ -1,0 +1,57 @@
+"""The console's database access: one psycopg-pool ConnectionPool per app (per gunicorn worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from flask import Flask, current_app
+from psycopg_pool import ConnectionPool
+
+from worker.config import validate_database_url
+from worker.db import connect_kwargs
+
+EXTENSION = "skiplock_pool"
+
+# Session settings for the console's connections. JIT off: the console's statements are short, and
+# a big table's row estimates would otherwise make Postgres spend a second compiling a 100 ms query.
+# A statement timeout: no page may keep the database busy for long, whatever filter it was given.
+SESSION_OPTIONS = "-c jit=off -c statement_timeout=15000"
+
+
+def init_app(app: Flask) -> None:
+    """Create the app's pool (connections open in the background; /healthz reports failures)."""
+    url = validate_database_url(app.config["DATABASE_URL"])
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(int(app.config.get("POOL_SIZE", 4)), 1),
+        # autocommit: every statement is its own short transaction, never "idle in transaction"
+        kwargs={"autocommit": True, **connect_kwargs("skiplock-web"), "options": SESSION_OPTIONS},
+        name="skiplock-web",
+        open=False,
+        timeout=10.0,
+    )
+    # no waiting: a console started before its database still starts, and says so on /healthz
+    pool.open(wait=False)
+    app.extensions[EXTENSION] = pool
+
+
+def get_pool(app: Flask | None = None) -> ConnectionPool:
+    """The pool of `app` (default: the current app)."""
+    return (app or current_app).extensions[EXTENSION]
+
+
+@contextmanager
+def connection() -> Iterator[psycopg.Connection]:
+    """Borrow an autocommit connection from the pool for one request's statements."""
+    with get_pool().connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn:
+        yield conn
+
+
+def close_app(app: Flask) -> None:
+    """Close the app's pool (tests, and processes that build throwaway apps)."""
+    pool = app.extensions.pop(EXTENSION, None)
+    if pool is not None:
+        pool.close()

@@ -1,0 +1,23 @@
+"""/healthz for load balancers: 200 when the database answers, 503 when it does not. No auth."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Response
+from psycopg_pool import PoolTimeout
+
+from webapp import db
+
+log = logging.getLogger("skiplock.console")
+
+
+def healthz() -> Response:
+    """Check the database with one round trip; never cached."""
+    try:
+        with db.get_pool().connection(timeout=2.0) as conn:
+            conn.execute("SELECT 1")
+    except (PoolTimeout, OSError, Exception) as exc:  # any failure means "not healthy", never a 500
+        log.warning("healthz: database unavailable: %s", str(exc).splitlines()[0] if str(exc) else exc)
+        return Response("database unavailable\n", 503, {"Cache-Control": "no-store"}, mimetype="text/plain")
+    return Response("ok\n", 200, {"Cache-Control": "no-store"}, mimetype="text/plain")

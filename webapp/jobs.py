@@ -1,0 +1,81 @@
+"""Job detail: payload, last error with traceback, timestamps, attempts, worker and unique key,
+with the actions the job's state allows (retry, purge, cancel, run now, release)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, g, redirect, url_for
+from flask.typing import ResponseReturnValue
+from psycopg.rows import dict_row
+
+from webapp import db, filters, queries
+from webapp.web import audit, page
+from worker import core
+
+bp = Blueprint("jobs", __name__, url_prefix="/jobs")
+
+
+def _parse(job_id: str) -> int:
+    parsed = filters.job_id(job_id)
+    if parsed is None:
+        abort(400, "job id is required")
+    return parsed
+
+
+@bp.route("/<job_id>")
+def show(job_id: str) -> ResponseReturnValue:
+    """One job; 400 for a malformed id, 404 when there is no such job (any more)."""
+    jid = _parse(job_id)
+    with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        job = cur.execute(queries.JOB, {"id": jid}).fetchone()
+    if job is None:
+        abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
+    return page("job.html", "_job.html", job=job)
+
+
+# action name -> (core call, past tense for the message); each is the core's guarded transition
+def _retry(conn, jid):
+    return core.retry_finished(conn, [jid])
+
+
+def _purge(conn, jid):
+    return core.purge_finished(conn, [jid])
+
+
+def _cancel(conn, jid):
+    return core.cancel_queued(conn, [jid], g.user)
+
+
+def _run_now(conn, jid):
+    return core.run_now(conn, [jid])
+
+
+def _release(conn, jid):
+    return core.release_running(conn, [jid], g.user)
+
+
+ACTIONS = {
+    "retry": (_retry, "retried", "it is not dead or failed"),
+    "purge": (_purge, "purged", "it is not dead or failed"),
+    "cancel": (_cancel, "cancelled", "it is not queued"),
+    "run-now": (_run_now, "made ready now", "it is not a scheduled queued job"),
+    "release": (_release, "released", "it is not running"),
+}
+
+
+@bp.route("/<job_id>/<action>", methods=["POST"])
+def act(job_id: str, action: str) -> ResponseReturnValue:
+    """Apply one action to one job; a job no longer in the right state is reported, not changed."""
+    jid = _parse(job_id)
+    if action not in ACTIONS:
+        abort(404, f"unknown action {action[:40]!r}")
+    call, done_text, refused_text = ACTIONS[action]
+    with db.connection() as conn:
+        changed = call(conn, jid)
+    audit(action, len(changed), ids=[jid])
+    if changed:
+        flash(f"Job {jid} {done_text}.")
+    else:
+        flash(f"Job {jid} was not changed: {refused_text} (any more).", "error")
+    if action == "purge" and changed:
+        return redirect(url_for("dead.index"), 303)
+    return redirect(url_for("jobs.show", job_id=jid), 303)

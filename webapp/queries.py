@@ -1,0 +1,257 @@
+"""The console's read-only SQL, one named statement per view need. Nothing here changes a job.
+
+Big-table rules: every statement walks a partial index (jobs_ready_idx for queued,
+jobs_lease_idx for running, jobs_finished_idx for dead/failed/succeeded), counts are capped
+(LIMIT cap+1 inside the count), and lists use keyset pagination, never OFFSET.
+"""
+
+from __future__ import annotations
+
+from worker import queries as _core_queries
+
+# Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
+# jump from one queue name to the next instead of reading every row), running jobs, paused
+# queues, queues with recent stats, and queues a live worker serves.
+QUEUE_NAMES = """
+WITH RECURSIVE queued_q AS (
+    (SELECT queue FROM jobs WHERE status = 'queued' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobs j WHERE j.status = 'queued' AND j.queue > q.queue
+             ORDER BY j.queue LIMIT 1)
+      FROM queued_q q WHERE q.queue IS NOT NULL
+), dead_q AS (
+    (SELECT queue FROM jobs WHERE status = 'dead' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobs j WHERE j.status = 'dead' AND j.queue > q.queue
+             ORDER BY j.queue LIMIT 1)
+      FROM dead_q q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM queued_q WHERE queue IS NOT NULL
+UNION SELECT queue FROM dead_q WHERE queue IS NOT NULL
+UNION SELECT queue FROM jobs WHERE status = 'running'
+UNION SELECT queue FROM paused_queues
+UNION SELECT queue FROM job_stats WHERE minute >= now() - interval '1 hour'
+UNION SELECT unnest(queues) FROM workers
+ORDER BY 1
+LIMIT %(limit)s
+"""
+
+# One queue's overview numbers. jobs_ready_idx is ordered (queue, priority DESC, run_at, id), so
+# run_at is only a range inside one priority: first find the queue's few distinct priorities with a
+# loose index scan, then per priority count ready (run_at <= now) and scheduled (run_at > now) as
+# range scans, and take the first due run_at (the oldest ready). Counts stop at %(cap)s + 1 rows
+# per priority, so a million-row queue costs a bounded index walk.
+QUEUE_STATS = """
+WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
+      ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
+      FROM prios p WHERE p.priority IS NOT NULL
+), oldest AS (
+    SELECT min((SELECT j.run_at FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+                   AND j.priority = p.priority AND j.run_at <= now() ORDER BY j.run_at LIMIT 1)) AS run_at
+      FROM prios p WHERE p.priority IS NOT NULL
+)
+SELECT
+    -- the outer LIMIT stops the per-priority range scans as soon as the cap is reached
+    (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+        SELECT 1 FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued' AND j.priority = p.priority
+           AND j.run_at <= now() LIMIT %(cap)s + 1) r WHERE p.priority IS NOT NULL LIMIT %(cap)s + 1) s) AS ready,
+    (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+        SELECT 1 FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued' AND j.priority = p.priority
+           AND j.run_at > now() LIMIT %(cap)s + 1) r WHERE p.priority IS NOT NULL LIMIT %(cap)s + 1) s) AS scheduled,
+    (SELECT count(*) FROM jobs WHERE status = 'running' AND queue = %(queue)s) AS running,
+    (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'dead' AND queue = %(queue)s
+                            LIMIT %(cap)s + 1) s) AS dead,
+    (SELECT extract(epoch FROM now() - run_at) FROM oldest) AS oldest_ready_s,
+    EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s) AS paused
+"""
+
+# p99 wait of ready jobs (the seed's "aging ready work", limited to due jobs), exact for a
+# queue with at most %(cap)s ready jobs...
+P99_WAIT_EXACT = """
+SELECT extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY now() - run_at))
+  FROM (SELECT run_at FROM jobs WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
+         LIMIT %(cap)s + 1) s
+"""
+
+# ...and estimated from a block sample of the table for bigger ones (shown with a ≈).
+P99_WAIT_SAMPLED = """
+SELECT extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY now() - run_at))
+  FROM jobs TABLESAMPLE SYSTEM (%(percent)s)
+ WHERE queue = %(queue)s AND status = 'queued' AND run_at <= now()
+"""
+
+# The planner's row estimate of jobs, to size the sample above.
+JOBS_ESTIMATE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'jobs'::regclass"
+
+# Completed and dead per queue per minute over the last hour (job_stats is summed over workers).
+STATS_LAST_HOUR = """
+SELECT queue, minute, sum(completed)::bigint AS completed, sum(dead)::bigint AS dead,
+       sum(retried)::bigint AS retried
+  FROM job_stats
+ WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
+ GROUP BY queue, minute
+"""
+
+# The database's clock, so every age on a page is measured from the same instant.
+NOW = "SELECT now()"
+
+# ---- queue page: one status, keyset pages -----------------------------------------------------
+
+_JOB_COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,
+       lease_until, attempts, max_attempts, unique_key, worker_id,
+       {_core_queries.ERROR_LINE} AS error_line, left(payload::text, 200) AS payload_head"""
+
+# Filters shared by the list statements: one id, and text in unique_key/payload/last_error.
+_ID_FILTER = "AND (%(id)s::bigint IS NULL OR id = %(id)s::bigint)"
+_TEXT_FILTER = """AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
+       OR last_error ILIKE %(text)s::text)"""
+
+# Per status tab: (WHERE, rows after the cursor c_*, rows up to the search-window end e_*, ORDER BY,
+# the cursor's columns). Each ORDER BY is the order of a partial index, so pages are index walks.
+_TABS = {
+    # ready jobs in claim order (jobs_ready_idx)
+    "ready": ("queue = %(queue)s AND status = 'queued' AND run_at <= now()",
+              """(%(c_id)s::bigint IS NULL OR priority < %(c_prio)s
+        OR (priority = %(c_prio)s AND (run_at, id) > (%(c_time)s::timestamptz, %(c_id)s::bigint)))""",
+              """(%(e_id)s::bigint IS NULL OR priority > %(e_prio)s
+        OR (priority = %(e_prio)s AND (run_at, id) <= (%(e_time)s::timestamptz, %(e_id)s::bigint)))""",
+              "priority DESC, run_at, id", "priority, run_at, id"),
+    # running jobs, longest-running first
+    "running": ("queue = %(queue)s AND status = 'running'",
+                "(%(c_id)s::bigint IS NULL OR (started_at, id) > (%(c_time)s::timestamptz, %(c_id)s::bigint))",
+                "(%(e_id)s::bigint IS NULL OR (started_at, id) <= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
+                "started_at, id", "NULL::int, started_at, id"),
+    # finished jobs of one status, newest first (jobs_finished_idx)
+    "finished": ("status = %(status)s::job_status AND queue = %(queue)s",
+                 "(%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))",
+                 "(%(e_id)s::bigint IS NULL OR (finished_at, id) >= (%(e_time)s::timestamptz, %(e_id)s::bigint))",
+                 "finished_at DESC, id DESC", "NULL::int, finished_at, id"),
+}
+_TABS["scheduled"] = (_TABS["ready"][0].replace("run_at <= now()", "run_at > now()"), *_TABS["ready"][1:])
+
+# One page of a tab: rows after the cursor (and, when searching, not past the window's end).
+LIST = {tab: f"""
+SELECT {_JOB_COLUMNS} FROM jobs
+ WHERE {where} {_ID_FILTER} {_TEXT_FILTER}
+   AND {after} AND {upto}
+ ORDER BY {order}
+ LIMIT %(limit)s
+""" for tab, (where, after, upto, order, _) in _TABS.items()}
+
+# Ready and scheduled pages walk jobs_ready_idx one priority at a time: (queue, priority) fixed, then
+# a (run_at, id) row comparison the btree can seek to, so page 1,000 costs what page 1 costs. The
+# priorities come from a loose index scan starting at the cursor's; the search window's end (e_*)
+# prunes lower priorities before their walk starts.
+_QUEUED_PAGE = f"""
+WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
+        AND (%(c_id)s::bigint IS NULL OR priority <= %(c_prio)s)
+      ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
+      FROM prios p WHERE p.priority IS NOT NULL
+)
+SELECT r.* FROM prios p CROSS JOIN LATERAL (
+    SELECT {_JOB_COLUMNS} FROM jobs
+     WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST
+       {_ID_FILTER} {_TEXT_FILTER}
+       AND (run_at, id) > (CASE WHEN p.priority = %(c_prio)s THEN %(c_time)s::timestamptz
+                                ELSE FLOOR END,
+                           CASE WHEN p.priority = %(c_prio)s THEN %(c_id)s::bigint ELSE 0 END)
+       AND (run_at, id) <= (CASE WHEN p.priority = %(e_prio)s THEN %(e_time)s::timestamptz
+                                 ELSE CEILING END,
+                            CASE WHEN p.priority = %(e_prio)s THEN %(e_id)s::bigint ELSE {2**63 - 1} END)
+     ORDER BY run_at, id
+     LIMIT %(limit)s
+) r
+ WHERE p.priority IS NOT NULL AND (%(e_id)s::bigint IS NULL OR p.priority >= %(e_prio)s)
+ ORDER BY r.priority DESC, r.run_at, r.id
+ LIMIT %(limit)s
+"""
+# The btree takes one start and one end key per column: folding "run_at <= now()" (ready) or
+# "run_at > now()" (scheduled) into the row bounds keeps a priority's walk inside its own range.
+LIST["ready"] = (_QUEUED_PAGE.replace("RUN_AT_TEST", "run_at <= now()")
+                 .replace("FLOOR", "'-infinity'::timestamptz").replace("CEILING", "now()"))
+LIST["scheduled"] = (_QUEUED_PAGE.replace("RUN_AT_TEST", "run_at > now()")
+                     .replace("FLOOR", "now()").replace("CEILING", "'infinity'::timestamptz"))
+
+# A text search reads at most %(scan)s rows from the cursor on (ILIKE on payload cannot use an
+# index, and a rare word would otherwise scan a million rows): this is the cursor of the last row
+# of that window, or no row when fewer remain.
+WINDOW_END = {tab: f"""
+SELECT {cursor} FROM jobs
+ WHERE {where} {_ID_FILTER} AND {after}
+ ORDER BY {order}
+ OFFSET %(scan)s - 1 LIMIT 1
+""" for tab, (where, after, _, order, cursor) in _TABS.items()}
+
+# ---- long-runners -----------------------------------------------------------------------------
+
+# Running jobs by runtime (the seed's long-runners, including expired leases the reaper is about to take).
+LONG_RUNNERS = """
+SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts, max_attempts, worker_id,
+       extract(epoch FROM lease_until - now()) AS lease_left_s, left(payload::text, 120) AS payload_head
+  FROM jobs
+ WHERE status = 'running' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ ORDER BY started_at, id
+ LIMIT %(limit)s
+"""
+
+# ---- dead letters -----------------------------------------------------------------------------
+
+# Dead (or failed) jobs grouped by queue and the first line of last_error over the window, biggest
+# first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
+# or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
+# whether the groups cover the whole window.
+DEAD_GROUPS = f"""
+WITH recent AS (
+    SELECT queue, {_core_queries.ERROR_LINE} AS error, finished_at FROM jobs
+     WHERE status = %(status)s::job_status
+       AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+     ORDER BY finished_at DESC
+     LIMIT %(scan)s
+)
+SELECT queue, error, count(*) AS n, max(finished_at) AS last_at, (SELECT count(*) FROM recent) AS scanned
+  FROM recent
+ GROUP BY 1, 2
+ ORDER BY n DESC, queue, error
+ LIMIT %(limit)s
+"""
+
+# ---- one job, workers ---------------------------------------------------------------------------
+
+JOB = """
+SELECT id, queue, status::text, priority, run_at, created_at, started_at, finished_at, lease_until,
+       attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
+       run_at > now() AS scheduled
+  FROM jobs WHERE id = %(id)s
+"""
+
+# Live and recently seen workers; `stale` when the heartbeat is older than %(stale_after)s seconds.
+WORKERS = """
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen,
+       extract(epoch FROM now() - last_seen) AS seen_ago_s,
+       last_seen < now() - make_interval(secs => %(stale_after)s) AS stale
+  FROM workers
+ ORDER BY stale, host, pid
+ LIMIT 500
+"""
+
+# Dead (or failed) jobs matching the bulk-action filter, newest first, after the cursor. The same
+# WHERE as the core's "all matching" actions, so the list shows exactly what a bulk action covers.
+FINISHED_MATCH_LIST = f"""
+SELECT {_JOB_COLUMNS} FROM jobs
+ WHERE {_core_queries.FINISHED_MATCH}
+   AND (%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))
+ ORDER BY finished_at DESC, id DESC
+ LIMIT %(limit)s
+"""
+
+# Whether workers skip this queue.
+IS_PAUSED = "SELECT EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s)"

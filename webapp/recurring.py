@@ -1,0 +1,43 @@
+"""Recurring schedules: definitions with schedule, next and last fire time and enabled state,
+with pause, resume and run now (all through worker.recurring)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, url_for
+from flask.typing import ResponseReturnValue
+
+from webapp import db
+from webapp.web import audit, page
+from worker import recurring
+
+bp = Blueprint("recurring", __name__, url_prefix="/recurring")
+
+
+@bp.route("/")
+def index() -> ResponseReturnValue:
+    """Every schedule (from recurring_schedules)."""
+    with db.connection() as conn:
+        schedules = sorted(recurring.list_schedules(conn), key=lambda s: str(s.get("name")))
+    return page("recurring.html", "_recurring.html", schedules=schedules)
+
+
+@bp.route("/<path:name>/<action>", methods=["POST"])
+def act(name: str, action: str) -> ResponseReturnValue:
+    """Pause, resume or run one schedule now."""
+    calls = {"pause": recurring.pause_schedule, "resume": recurring.resume_schedule,
+             "run": recurring.run_schedule_now}
+    if action not in calls:
+        abort(404, f"unknown action {action[:40]!r}")
+    with db.connection() as conn:
+        result = calls[action](conn, name)
+    if action == "run":
+        audit("run schedule now", 1 if result is not None else 0, schedule=name, job_id=result)
+        if result is None:
+            flash(f"Schedule {name} did not enqueue a job (unknown schedule?).", "error")
+        else:
+            flash(f"Schedule {name} enqueued job {result}.")
+    else:
+        audit(f"{action} schedule", 0, schedule=name, changed=result)
+        flash(f"Schedule {name} {action}d." if result else f"Schedule {name} was not changed.",
+              "message" if result else "error")
+    return redirect(url_for("recurring.index"), 303)

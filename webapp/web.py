@@ -1,0 +1,137 @@
+"""What every console view shares: page-or-fragment rendering, headers, polling, audit log, errors."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from flask import (
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from psycopg_pool import PoolTimeout
+from werkzeug.exceptions import HTTPException
+
+audit_log = logging.getLogger("skiplock.console.audit")
+
+# Choices for the live-refresh interval (seconds; 0 = off). The default suits a 2 a.m. glance.
+REFRESH_CHOICES = (0, 2, 5, 10, 30)
+DEFAULT_REFRESH = 5
+
+# The browser may run our own scripts only; htmx runs with allowEval off so no inline code is needed.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+
+
+def init_app(app: Flask) -> None:
+    """Headers, template globals and error pages for every response."""
+    app.after_request(_headers)
+    app.context_processor(_template_globals)
+    app.register_error_handler(HTTPException, _http_error)
+    # the database went away mid-request: say so plainly (503), not a bare 500
+    app.register_error_handler(psycopg.OperationalError, _database_down)
+    app.register_error_handler(PoolTimeout, _database_down)
+    app.add_url_rule("/prefs", "prefs", prefs)
+    app.jinja_env.filters["duration"] = duration
+
+
+def duration(seconds: float | None) -> str:
+    """A short human duration: 42s, 3m 05s, 2h 10m, 3d 4h; a dash for none."""
+    if seconds is None:
+        return "\u2013"  # en dash
+    sign = "-" if seconds < 0 else ""
+    s = int(abs(seconds))
+    if s < 60:
+        return f"{sign}{abs(seconds):.1f}s" if s < 10 else f"{sign}{s}s"
+    if s < 3600:
+        return f"{sign}{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{sign}{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{sign}{s // 86400}d {s % 86400 // 3600}h"
+
+
+def is_htmx() -> bool:
+    """True when htmx asked for a fragment (not a boosted or history-restore full page)."""
+    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
+
+
+def page(template: str, fragment: str, **context: Any) -> Response:
+    """The full page, or only its self-refreshing fragment when htmx asks (Vary: HX-Request)."""
+    response = make_response(render_template(fragment if is_htmx() else template, **context))
+    response.vary.add("HX-Request")
+    return response
+
+
+def audit(action: str, count: int, **detail: Any) -> None:
+    """Log an operator action: who, what, how many jobs, and its parameters."""
+    extras = " ".join(f"{k}={v!r}" for k, v in sorted(detail.items()) if v not in (None, "", []))
+    audit_log.info("operator %s (%s) %s: %d job(s) %s", g.get("user"), g.get("role"), action, count, extras)
+
+
+def refresh_seconds() -> int:
+    """The live-refresh interval this browser chose."""
+    value = session.get("refresh", DEFAULT_REFRESH)
+    return value if value in REFRESH_CHOICES else DEFAULT_REFRESH
+
+
+def prefs() -> ResponseReturnValue:
+    """Set the refresh interval (a GET form, so it works without JS), then go back."""
+    raw = request.args.get("refresh", "")
+    if not raw.isdigit() or int(raw) not in REFRESH_CHOICES:
+        abort(400, f"refresh must be one of {', '.join(map(str, REFRESH_CHOICES))}")
+    session["refresh"] = int(raw)
+    target = request.args.get("next", "")
+    if not is_local_path(target):
+        target = url_for("overview.index")
+    return redirect(target, 303)
+
+
+def is_local_path(target: str) -> bool:
+    """True for a path on this site: "/x", never "//host", "/\\host" (browsers read both as a host) or "http:"."""
+    return target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target \
+        and not any(ord(c) < 32 for c in target)
+
+
+def _template_globals() -> dict[str, Any]:
+    return {
+        "refresh": refresh_seconds(),
+        "refresh_choices": REFRESH_CHOICES,
+        "auth_off": not current_app.config["AUTH"],
+        "user": g.get("user"),
+        "role": g.get("role"),
+    }
+
+
+def _headers(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    if request.endpoint != "static":
+        response.headers.setdefault("Cache-Control", "no-store")  # live data, and per-user pages
+    return response
+
+
+def _database_down(exc: Exception) -> tuple[str, int]:
+    logging.getLogger("skiplock.console").warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc)
+                                                  else type(exc).__name__)
+    return render_template("error.html", code=503, message="The database is not answering; this page will work "
+                           "again when it is back. /healthz reports the same."), 503
+
+
+def _http_error(exc: HTTPException) -> Response | HTTPException:
+    if exc.code is None or exc.code < 400:
+        return exc
+    response = make_response(render_template("error.html", code=exc.code, message=exc.description), exc.code)
+    response.headers.update({k: v for k, v in exc.get_headers() if k.lower() != "content-type"})
+    return response
