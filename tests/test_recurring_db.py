@@ -293,13 +293,10 @@ def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
     from worker.runner import STARTUP_HOOKS, Worker
 
     assert install in STARTUP_HOOKS  # registered by `import worker`
-    w = Worker(load_settings(), queues=["t1"])
-    try:
-        w.pool = pool
-        install(w)
-        assert {"recurring", "pruner", "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
-    finally:
-        w._executor.shutdown()
+    w = Worker(load_settings(), queues=["t1"])  # starts no thread until run(): nothing to shut down
+    w.pool = pool
+    install(w)
+    assert {"recurring", "pruner", "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
 
 
 def test_a_database_without_the_recurring_tables_gets_one_clear_error(fresh_db_url, caplog):

@@ -9,21 +9,24 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import os
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from worker import queries
-from worker.config import load_settings
+from worker.config import Settings, load_settings
 from worker.db import make_pool
 from worker.errors import EnqueueError
 
 MAX_QUEUE_NAME = 128
+# From this many jobs (none with a unique_key or a run_at), enqueue_many uses COPY: ~3x faster
+# than the unnest INSERT for big batches, not worth its extra round trip for small ones.
+COPY_THRESHOLD = 200
 MAX_UNIQUE_KEY = 512
 
 _default_pool: ConnectionPool | None = None
@@ -51,9 +54,16 @@ def close_default_pool() -> None:
             _default_pool = None
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    """One validated job, ready to be bound into an INSERT."""
+# One encoder for every payload: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class JobSpec(NamedTuple):
+    """One validated job, ready to be bound into an INSERT.
+
+    A NamedTuple, not a frozen dataclass: bulk enqueue builds one per job, and a frozen
+    dataclass's __init__ costs several times more.
+    """
 
     queue: str
     payload_json: str
@@ -98,10 +108,12 @@ def serialize_payload(payload: Any, max_bytes: int) -> str:
     if isinstance(payload, float) and not math.isfinite(payload):
         raise EnqueueError("payload must be JSON: NaN and Infinity are not allowed")
     try:
-        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise EnqueueError(f"payload is not JSON-serialisable: {exc}") from None
-    if _contains_nul(payload):
+    # json.dumps writes every NUL as \u0000, so a text without that sequence has none; only a
+    # text with it (a NUL, or a literal backslash-u0000) pays for the walk that tells which.
+    if "\\u0000" in text and _contains_nul(payload):
         raise EnqueueError("payload must not contain NUL (\\u0000) characters: jsonb cannot store them")
     _require_utf8("payload", text)
     size = len(text.encode("utf-8"))
@@ -190,6 +202,24 @@ def _execute(conn: psycopg.Connection | None, sql: str, params: Mapping[str, Any
         return cur.fetchall()
 
 
+_settings_cache: tuple[tuple[str | None, str | None], Settings] | None = None
+
+
+def producer_settings() -> Settings:
+    """Settings for enqueue, rebuilt only when a variable the producer reads has changed.
+
+    load_settings() re-reads and re-validates the whole environment, which costs about as much
+    as the INSERT itself on the one-job-per-transaction path; the producer needs two numbers.
+    """
+    global _settings_cache
+    key = (os.environ.get("SKIPLOCK_MAX_PAYLOAD_BYTES"), os.environ.get("SKIPLOCK_MAX_ATTEMPTS"))
+    cached = _settings_cache
+    if cached is None or cached[0] != key:
+        cached = (key, load_settings())
+        _settings_cache = cached  # one tuple assignment: other threads see the old or the new pair
+    return cached[1]
+
+
 def enqueue(
     queue: str,
     payload: Any,
@@ -206,7 +236,7 @@ def enqueue(
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
     with your business write). Without it, a pooled autocommit connection is used.
     """
-    settings = load_settings()
+    settings = producer_settings()
     spec = build_spec(queue, payload, priority=priority, run_at=run_at, delay=delay,
                       unique_key=unique_key, max_attempts=max_attempts,
                       max_payload_bytes=settings.max_payload_bytes,
@@ -229,7 +259,7 @@ def enqueue_many(
     (queue, payload, priority, run_at, delay, unique_key, max_attempts). Every item is
     validated before anything is sent; jobs collapsed by unique_key are left out of the result.
     """
-    settings = load_settings()
+    settings = producer_settings()
     specs: list[JobSpec] = []
     for index, item in enumerate(jobs):
         try:
@@ -247,6 +277,11 @@ def enqueue_many(
                                f"arguments ({exc})") from None
     if not specs:
         return []
+    if len(specs) >= COPY_THRESHOLD and all(s.unique_key is None and s.run_at is None for s in specs):
+        if conn is not None:
+            return _copy_specs(conn, specs)
+        with default_pool().connection() as pooled:
+            return _copy_specs(pooled, specs)
     rows = _execute(conn, queries.ENQUEUE_MANY, {
         "queues": [s.queue for s in specs],
         "payloads": [s.payload_json for s in specs],
@@ -256,3 +291,18 @@ def enqueue_many(
         "max_attempts": [s.max_attempts for s in specs],
     })
     return [row[0] for row in rows]
+
+
+def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
+    """Insert plain jobs (no unique_key, no run_at) with COPY; return their ids in input order.
+
+    COPY cannot return ids, so they are drawn from the sequence first. It is one statement, so
+    it is atomic on its own and joins the caller's transaction like the INSERT path; the
+    statement-level NOTIFY trigger fires for COPY as for INSERT.
+    """
+    with conn.cursor() as cur:
+        ids = [row[0] for row in cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchall()]
+        with cur.copy(queries.COPY_JOBS) as copy:
+            for job_id, spec in zip(ids, specs, strict=True):
+                copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts))
+    return ids

@@ -33,6 +33,11 @@ ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
 RETURNING id
 """
 
+# enqueue_many's COPY path for big batches of plain jobs: ids reserved first (COPY returns
+# none), then every row streamed in one COPY; run_at, status and the rest take their defaults.
+RESERVE_JOB_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(n)s)"
+COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts) FROM STDIN"
+
 # ---- workers -----------------------------------------------------------------------------------
 
 # Claim up to %(limit)s ready jobs from the given queues for one worker, in one statement.

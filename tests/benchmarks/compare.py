@@ -1,0 +1,565 @@
+"""Side-by-side benchmark: skiplock, PgQueuer, Procrastinate and the raw-SQL ceiling, one run.
+
+    python -m tests.benchmarks.compare [--quick] [--reps 3] [--out tests/benchmarks/results]
+
+Needs the `bench` extra (pgqueuer + asyncpg, procrastinate, matplotlib) and pgbench. Every
+(workload, repetition, system) gets its own fresh database on DATABASE_URL's server (default
+postgresql://postgres@127.0.0.1:5432/postgres); systems alternate within each repetition and the
+order rotates between repetitions, so a drift of the shared machine hits all of them alike.
+Writes results.md, results.json, throughput.png and steady.png to --out.
+Not collected by pytest (no test_ prefix); tests/test_bench_smoke.py covers `skiplock bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.benchmarks.peers import procrastinate_app
+from worker import bench
+from worker.bench import ProbeReceiver, percentile, scratch_database, wait_empty, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---- sizes -----------------------------------------------------------------------------------
+
+FULL = {"single": 2000, "bulk": 20_000, "drain": 20_000, "drain_slow": 500, "latency": 300,
+        "recipe": 100_000, "steady_seconds": 60.0}
+QUICK = {"single": 300, "bulk": 5000, "drain": 5000, "drain_slow": 300, "latency": 40,
+         "recipe": 10_000, "steady_seconds": 8.0}
+
+
+# ---- peer helpers ----------------------------------------------------------------------------
+
+
+def peer_procs(system: str, url: str, n: int, size: int, port: int = 0) -> list[subprocess.Popen[bytes]]:
+    """Start `n` worker processes of a peer system."""
+    cmd = [sys.executable, "-m", "tests.benchmarks.peers", system, as_url(url), str(size), str(port)]
+    return [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM, then SIGKILL whatever is still there after 15 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def wait_backends(url: str, count: int, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Wait until `count` other sessions are connected to this database, then let them settle."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        def ready() -> bool:
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a peer worker exited during start-up")
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                               "AND pid <> pg_backend_pid()").fetchone()
+            return row is not None and row[0] >= count
+        wait_until(ready, 30, "peer workers to connect")
+    time.sleep(0.5)  # their first dequeue/LISTEN happens right after connecting
+
+
+def as_url(conninfo: str) -> str:
+    """A libpq key=value string as a postgresql:// URL (asyncpg only reads URLs)."""
+    from urllib.parse import quote
+
+    d = psycopg.conninfo.conninfo_to_dict(conninfo)
+    auth = quote(str(d.get("user", "postgres"))) + (f":{quote(str(d['password']))}" if d.get("password") else "")
+    return f"postgresql://{auth}@{d.get('host', '127.0.0.1')}:{d.get('port', 5432)}/{quote(str(d['dbname']))}"
+
+
+async def _pgq_queries(url: str) -> tuple[Any, Any]:
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Queries
+
+    conn = await asyncpg.connect(as_url(url))
+    return conn, Queries(AsyncpgDriver(conn))
+
+
+async def _pgq_install(url: str) -> None:
+    conn, q = await _pgq_queries(url)
+    await q.install()
+    await conn.close()
+
+
+async def _pgq_single(url: str, jobs: int, producers: int) -> float:
+    opened = [await _pgq_queries(url) for _ in range(producers)]
+
+    async def produce(q: Any, n: int) -> None:
+        for i in range(n):
+            await q.enqueue("bench", json.dumps({"n": i}).encode())
+
+    started = time.perf_counter()
+    await asyncio.gather(*(produce(q, n) for (_c, q), n in zip(opened, bench._split(jobs, producers), strict=True)))
+    elapsed = time.perf_counter() - started
+    for c, _q in opened:
+        await c.close()
+    return elapsed
+
+
+async def _pgq_bulk(url: str, jobs: int, payload: Callable[[int], bytes] | None = None) -> float:
+    conn, q = await _pgq_queries(url)
+    started = time.perf_counter()
+    await q.enqueue(["bench"] * jobs, [(payload or (lambda i: json.dumps({"n": i}).encode()))(i)
+                                       for i in range(jobs)], [0] * jobs)
+    elapsed = time.perf_counter() - started
+    await conn.close()
+    return elapsed
+
+
+async def _pgq_paced(url: str, jobs: int, gap: float) -> dict[int, float]:
+    conn, q = await _pgq_queries(url)
+    committed = {}
+    for seq in range(jobs):
+        await q.enqueue("bench", json.dumps({"p": seq, "t": 0}).encode())
+        committed[seq] = time.time()
+        await asyncio.sleep(gap)
+    await conn.close()
+    return committed
+
+
+async def _proc_run(url: str, body: Callable[[Any], Any]) -> Any:
+    app = procrastinate_app(url)
+    async with app.open_async():
+        return await body(app)
+
+
+# ---- systems: each returns one repetition's figures for a workload, or None if not applicable -
+
+
+class System:
+    """One contender: name, a fresh-database set-up, and its way of running each workload."""
+
+    name = ""
+    migrate_skiplock = True  # raw systems reuse skiplock's table so the SQL is the same
+
+    def setup(self, url: str) -> None:
+        """Install this system's schema into a fresh database."""
+
+    def run(self, workload: str, url: str, sizes: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
+        method = getattr(self, workload, None)
+        return method(url, sizes, ctx) if method else None
+
+
+class Skiplock(System):
+    name = "skiplock"
+
+    def enqueue_p1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.enqueue_single(url, s["single"], 1)
+
+    def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.enqueue_single(url, s["single"], 4)
+
+    def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.enqueue_bulk(url, s["bulk"])
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.drain(url, s["drain"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.drain(url, s["drain"], 2)
+
+    def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.pickup_latency(url, s["latency"])
+
+    def recipe(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.recipe(url, s["recipe"])
+
+    def steady(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.steady(url, ctx["rate"], s["steady_seconds"])
+
+
+class PgQueuer(System):
+    migrate_skiplock = False
+
+    def __init__(self, batch: int, with_enqueue: bool) -> None:
+        self.batch = batch
+        self.with_enqueue = with_enqueue  # enqueue does not depend on the batch: measure it once
+        self.name = f"pgqueuer-b{batch}"
+
+    def setup(self, url: str) -> None:
+        asyncio.run(_pgq_install(url))
+
+    def enqueue_p1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return _rate(s["single"], asyncio.run(_pgq_single(url, s["single"], 1))) if self.with_enqueue else None
+
+    def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return _rate(s["single"], asyncio.run(_pgq_single(url, s["single"], 4))) if self.with_enqueue else None
+
+    def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return _rate(s["bulk"], asyncio.run(_pgq_bulk(url, s["bulk"]))) if self.with_enqueue else None
+
+    def _drain(self, url: str, jobs: int, processes: int) -> dict[str, Any]:
+        procs = peer_procs("pgqueuer", url, processes, self.batch)
+        try:
+            wait_backends(url, processes, procs)
+            asyncio.run(_pgq_bulk(url, jobs))
+            committed = time.monotonic()
+            done = wait_empty(url, timeout=max(60.0, jobs / 100), table="pgqueuer")
+        finally:
+            stop(procs)
+        return _rate(jobs, done - committed)
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 2)
+
+    def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        probe = ProbeReceiver()
+        procs = peer_procs("pgqueuer", url, 1, self.batch, probe.port)
+        try:
+            wait_backends(url, 1, procs)
+            committed = asyncio.run(_pgq_paced(url, s["latency"], 0.05))
+            wait_until(lambda: len(probe.samples) >= len(committed), 10, "every probe")
+        finally:
+            stop(procs)
+            probe.close()
+        return _latency(committed, probe.samples)
+
+    def steady(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
+        if self.batch != 50:
+            return None
+        probe = ProbeReceiver()
+        procs = peer_procs("pgqueuer", url, 2, self.batch, probe.port)
+        try:
+            wait_backends(url, 2, procs)
+            result = asyncio.run(_pgq_steady(url, ctx["rate"], s["steady_seconds"], probe))
+        finally:
+            stop(procs)
+            probe.close()
+        return result
+
+
+async def _pgq_steady(url: str, rate: float, seconds: float, probe: ProbeReceiver) -> dict[str, Any]:
+    conn, q = await _pgq_queries(url)
+    mon, _ = await _pgq_queries(url)
+    depth: list[tuple[float, int]] = []
+    sent = 0
+    start = time.monotonic()
+    next_sample = start
+    while (now := time.monotonic()) - start < seconds:
+        due = int(rate * (now - start)) - sent
+        if due > 0:
+            stamp = time.time()
+            await q.enqueue(["bench"] * due, [json.dumps({"p": sent + i, "t": stamp}).encode() for i in range(due)],
+                            [0] * due)
+            sent += due
+        if now >= next_sample:
+            count = await mon.fetchval("SELECT count(*) FROM pgqueuer WHERE status = 'queued'")
+            depth.append((round(now - start, 2), int(count)))
+            next_sample += 0.5
+        await asyncio.sleep(max(0.0, 0.02 - (time.monotonic() - now)))
+    await conn.close()
+    await mon.close()
+    wait_until(lambda: len(probe.samples) >= sent, 30, "the last steady-state jobs")
+    lat = [(st - enq) * 1000 for enq, st in probe.samples.values()]
+    return {"rate": rate, "seconds": seconds, "sent": sent, "received": len(lat),
+            "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99), "depth": depth}
+
+
+class Procrastinate(System):
+    name = "procrastinate"
+    migrate_skiplock = False
+
+    def setup(self, url: str) -> None:
+        async def apply(app: Any) -> None:
+            await app.schema_manager.apply_schema_async()
+        asyncio.run(_proc_run(url, apply))
+
+    def _single(self, url: str, jobs: int, producers: int) -> dict[str, Any]:
+        async def body(app: Any) -> float:
+            task = app.tasks["bench"]
+
+            async def produce(n: int) -> None:
+                for i in range(n):
+                    await task.defer_async(n=i)
+            started = time.perf_counter()
+            await asyncio.gather(*(produce(n) for n in bench._split(jobs, producers)))
+            return time.perf_counter() - started
+        return _rate(jobs, asyncio.run(_proc_run(url, body)))
+
+    def enqueue_p1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._single(url, s["single"], 1)
+
+    def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._single(url, s["single"], 4)
+
+    def _bulk(self, url: str, jobs: int) -> float:
+        async def body(app: Any) -> float:
+            started = time.perf_counter()
+            await app.tasks["bench"].batch_defer_async(*({"n": i} for i in range(jobs)))
+            return time.perf_counter() - started
+        return asyncio.run(_proc_run(url, body))
+
+    def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return _rate(s["bulk"], self._bulk(url, s["bulk"]))
+
+    def _drain(self, url: str, jobs: int, processes: int) -> dict[str, Any]:
+        procs = peer_procs("procrastinate", url, processes, 10)
+        try:
+            wait_backends(url, processes, procs)
+            self._bulk(url, jobs)
+            committed = time.monotonic()
+            done = wait_empty(url, timeout=max(60.0, jobs / 20), table="procrastinate_jobs")
+        finally:
+            stop(procs)
+        return _rate(jobs, done - committed)
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain_slow"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain_slow"], 2)
+
+    def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        probe = ProbeReceiver()
+        procs = peer_procs("procrastinate", url, 1, 10, probe.port)
+        try:
+            wait_backends(url, 1, procs)
+
+            async def body(app: Any) -> dict[int, float]:
+                committed = {}
+                for seq in range(s["latency"]):
+                    await app.tasks["bench"].defer_async(p=seq, t=0)
+                    committed[seq] = time.time()
+                    await asyncio.sleep(0.05)
+                return committed
+            committed = asyncio.run(_proc_run(url, body))
+            wait_until(lambda: len(probe.samples) >= len(committed), 10, "every probe")
+        finally:
+            stop(procs)
+            probe.close()
+        return _latency(committed, probe.samples)
+
+
+class RawPsycopg(System):
+    """The minimal psycopg programs: INSERT per transaction, one unnest INSERT, claim-50-then-delete."""
+
+    name = "raw-psycopg"
+
+    def enqueue_p1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.raw_insert_single(url, s["single"], 1)
+
+    def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return bench.raw_insert_single(url, s["single"], 4)
+
+    def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        jobs = s["bulk"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            started = time.perf_counter()
+            conn.execute("INSERT INTO jobs (queue, payload) "
+                         "SELECT 'skiplock_bench', p::jsonb FROM unnest(%s::text[]) p",
+                         ([json.dumps({"n": i}) for i in range(jobs)],))
+            return _rate(jobs, time.perf_counter() - started)
+
+    def _drain(self, url: str, jobs: int, processes: int) -> dict[str, Any]:
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.benchmarks.peers", "rawloop", url, "50"], cwd=REPO,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(processes)]
+        try:
+            for p in procs:
+                assert p.stdout is not None
+                p.stdout.readline()  # "ready": connected
+            bench.seed_jobs(url, jobs)
+            started = time.monotonic()
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(b"go\n")
+                p.stdin.flush()
+            for p in procs:
+                p.wait(timeout=300)
+            elapsed = time.monotonic() - started
+        finally:
+            stop(procs)
+        _check_empty(url)
+        return _rate(jobs, elapsed)
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 2)
+
+
+# RAW_CLAIM and RAW_DELETE in pgbench's dialect: the claimed ids travel as one array variable.
+PGBENCH_SCRIPT = (
+    "WITH c AS (SELECT id FROM jobs WHERE queue = 'skiplock_bench' AND status = 'queued' AND run_at <= now() "
+    "ORDER BY priority DESC, run_at, id LIMIT 50 FOR UPDATE SKIP LOCKED), "
+    "u AS (UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, started_at = now(), "
+    "lease_until = now() + interval '30 seconds', worker_id = 'raw' FROM c WHERE j.id = c.id RETURNING j.id) "
+    "SELECT coalesce(array_agg(id), '{}') AS ids FROM u\n\\gset\n"
+    "DELETE FROM jobs WHERE id = ANY(:ids::bigint[]) AND worker_id = 'raw' AND status = 'running';\n"
+)
+
+
+class PgBench(System):
+    """pgbench running the same two statements: the ceiling without any client-side Python."""
+
+    name = "pgbench"
+
+    def _drain(self, url: str, jobs: int, clients: int) -> dict[str, Any]:
+        binary = shutil.which("pgbench") or str(Path(subprocess.check_output(
+            ["pg_config", "--bindir"], text=True).strip()) / "pgbench")
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+            f.write(PGBENCH_SCRIPT)
+        bench.seed_jobs(url, jobs)
+        started = time.monotonic()
+        out = subprocess.run([binary, "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients),
+                              "-t", str(jobs // 50 // clients), "-f", f.name, url],
+                             capture_output=True, text=True, check=True)
+        elapsed = time.monotonic() - started
+        os.unlink(f.name)
+        left = _check_empty(url, strict=False)
+        result = _rate(jobs - left, elapsed)
+        result["left"] = left
+        result["pgbench_tps"] = next((line for line in out.stdout.splitlines() if line.startswith("tps")), "")
+        return result
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(url, s["drain"], 2)
+
+
+def _rate(jobs: int, seconds: float) -> dict[str, Any]:
+    return {"jobs": jobs, "seconds": seconds, "jobs_per_s": jobs / seconds}
+
+
+def _latency(committed: dict[int, float], samples: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    lat = [(samples[s][1] - committed[s]) * 1000 for s in committed if s in samples]
+    return {"jobs": len(committed), "received": len(lat), "p50_ms": percentile(lat, 50),
+            "p99_ms": percentile(lat, 99), "max_ms": max(lat)}
+
+
+def _check_empty(url: str, strict: bool = True) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        left = int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])  # type: ignore[index]
+    if strict and left:
+        raise RuntimeError(f"{left} jobs left after the drain")
+    return left
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+WORKLOADS = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "latency", "recipe"]
+TITLES = {
+    "enqueue_p1": "1. enqueue, 1 job/transaction, 1 producer (jobs/s)",
+    "enqueue_p4": "1. enqueue, 1 job/transaction, 4 producers (jobs/s)",
+    "bulk": "2. bulk enqueue (jobs/s)",
+    "drain_w1": "3. drain no-op jobs, 1 process (jobs/s)",
+    "drain_w2": "3. drain no-op jobs, 2 processes (jobs/s)",
+    "latency": "4. idle pickup latency, commit -> handler start (ms)",
+    "recipe": "5. seed recipe: 32 slots, batch 50, 2-5 ms handlers (jobs/s)",
+    "steady": "6. steady state at half capacity, end-to-end (ms)",
+}
+
+
+def run_one(system: System, workload: str, admin_url: str, sizes: dict[str, Any],
+            ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """One repetition of one workload for one system, in a fresh database."""
+    if getattr(system, workload, None) is None:
+        return None
+    with scratch_database(admin_url, prefix=f"cmp_{system.name.replace('-', '_')}",
+                          migrate=system.migrate_skiplock) as url:
+        system.setup(url)
+        return system.run(workload, url, sizes, ctx)
+
+
+def summarize(reps: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Median and range of one figure over the repetitions."""
+    values = [r[key] for r in reps]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every workload on every system; write the table, JSON and charts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, 1 repetition: a smoke run")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3, 1 with --quick)")
+    parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"), help="output folder")
+    parser.add_argument("--only", default="", help="comma-separated workloads to run (default all)")
+    parser.add_argument("--systems", default="", help="comma-separated system names (default all)")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    reps = args.reps or (1 if args.quick else 3)
+    admin_url = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+    systems: list[System] = [Skiplock(), PgQueuer(10, with_enqueue=True), PgQueuer(50, with_enqueue=False),
+                             Procrastinate(), RawPsycopg(), PgBench()]
+    if args.systems:
+        systems = [s for s in systems if s.name in args.systems.split(",")]
+    workloads = [w for w in WORKLOADS if not args.only or w in args.only.split(",")]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    started = time.monotonic()
+    for workload in workloads:
+        results[workload] = {}
+        for rep in range(reps):
+            order = systems[rep % len(systems):] + systems[:rep % len(systems)]
+            for system in order:
+                print(f"[{time.monotonic() - started:6.0f}s] {workload} rep {rep + 1}/{reps}: {system.name}",
+                      file=sys.stderr, flush=True)
+                result = run_one(system, workload, admin_url, sizes, {})
+                if result is not None:
+                    results[workload].setdefault(system.name, []).append(result)
+    if not args.only or "steady" in args.only.split(","):
+        results["steady"] = {}
+        for system in systems:
+            drained = results.get("drain_w2", {}).get(system.name)
+            if not drained or getattr(system, "steady", None) is None:
+                continue
+            rate = round(statistics.median(r["jobs_per_s"] for r in drained) / 2)
+            print(f"[{time.monotonic() - started:6.0f}s] steady at {rate}/s: {system.name}", file=sys.stderr)
+            result = run_one(system, "steady", admin_url, sizes, {"rate": rate})
+            if result is not None:
+                results["steady"][system.name] = [result]
+    with scratch_database(admin_url, prefix="cmp_facts", migrate=False) as url:
+        facts = bench.server_facts(url)
+    facts.update(versions())
+    facts["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    facts["sizes"] = sizes
+    facts["repetitions"] = reps
+    facts["wall_seconds"] = round(time.monotonic() - started)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"facts": facts, "results": results}, indent=1))
+    from tests.benchmarks.report import bar_chart, markdown, steady_plot
+
+    (out / "results.md").write_text(markdown(facts, results))
+    bar_chart(results, out / "throughput.png")
+    steady_plot(results, out / "steady.png")
+    print((out / "results.md").read_text())
+    return 0
+
+
+def versions() -> dict[str, str]:
+    """Versions of every contender (and pgbench)."""
+    from importlib.metadata import version
+
+    found = {name: version(name) for name in ("pgqueuer", "asyncpg", "procrastinate", "psycopg", "matplotlib")}
+    found["pgbench"] = subprocess.run(["pgbench", "--version"], capture_output=True, text=True).stdout.strip()
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())

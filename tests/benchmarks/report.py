@@ -1,0 +1,155 @@
+"""Turn compare.py's results into a Markdown table, a bar chart and the steady-state line plot."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "raw-psycopg", "pgbench"]
+THROUGHPUT = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "recipe"]
+
+
+def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
+    values = [r[key] for r in reps]
+    return statistics.median(values), min(values), max(values)
+
+
+def _cell(reps: list[dict[str, Any]] | None, key: str, digits: int = 0) -> str:
+    if not reps:
+        return "-"
+    med, lo, hi = _stat(reps, key)
+    if len(reps) == 1:
+        return f"{med:,.{digits}f}"
+    return f"{med:,.{digits}f} ({lo:,.{digits}f}-{hi:,.{digits}f})"
+
+
+def _median(results: dict[str, Any], workload: str, system: str, key: str = "jobs_per_s") -> float | None:
+    reps = results.get(workload, {}).get(system)
+    return _stat(reps, key)[0] if reps else None
+
+
+def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The issue's targets as (target, measured ratio, met?) from this run's medians."""
+    rows: list[tuple[str, str, str]] = []
+
+    def add(label: str, num: float | None, den: float | None, goal: float, higher: bool = True) -> None:
+        if num is None or den is None or den == 0:
+            rows.append((label, "not measured", "-"))
+            return
+        r = num / den
+        rows.append((label, f"{r:.2f}", "yes" if (r >= goal if higher else r <= goal) else "no"))
+
+    best_pgq = max(filter(None, [_median(results, "drain_w2", "pgqueuer-b10"),
+                                 _median(results, "drain_w2", "pgqueuer-b50")]), default=None)
+    add("drain 2 proc: skiplock / best PgQueuer >= 1.5", _median(results, "drain_w2", "skiplock"), best_pgq, 1.5)
+    add("drain 2 proc: skiplock / raw psycopg loop >= 0.75", _median(results, "drain_w2", "skiplock"),
+        _median(results, "drain_w2", "raw-psycopg"), 0.75)
+    add("bulk: skiplock / PgQueuer >= 2", _median(results, "bulk", "skiplock"),
+        _median(results, "bulk", "pgqueuer-b10"), 2.0)
+    pgq_p99 = min(filter(None, [_median(results, "latency", "pgqueuer-b10", "p99_ms"),
+                                _median(results, "latency", "pgqueuer-b50", "p99_ms")]), default=None)
+    add("pickup p99: skiplock / PgQueuer <= 1", _median(results, "latency", "skiplock", "p99_ms"), pgq_p99, 1.0,
+        higher=False)
+    p50 = _median(results, "latency", "skiplock", "p50_ms")
+    rows.append(("pickup p50 < 2 ms", f"{p50:.2f} ms" if p50 is not None else "not measured",
+                 "-" if p50 is None else ("yes" if p50 < 2 else "no")))
+    add("recipe: skiplock / envelope >= 0.85", _median(results, "recipe", "skiplock", "of_envelope"), 1.0, 0.85)
+    for p in ("1", "4"):
+        add(f"enqueue 1/txn, {p} producer(s): skiplock / raw INSERT >= 0.9",
+            _median(results, f"enqueue_p{p}", "skiplock"), _median(results, f"enqueue_p{p}", "raw-psycopg"), 0.9)
+    return rows
+
+
+def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
+    """The whole report: conditions, one row per workload, the targets as ratios."""
+    from tests.benchmarks.compare import TITLES
+
+    present = [s for s in SYSTEMS if any(s in results.get(w, {}) for w in results)]
+    lines = [
+        f"Measured {facts['date']} on {facts['cpu_count']} CPUs ({facts['machine']}, Linux {facts['kernel']}), "
+        f"PostgreSQL {facts['server_version']} on loopback, synchronous_commit={facts['synchronous_commit']}, "
+        f"fsync={facts['fsync']}, shared_buffers={facts['shared_buffers']}. "
+        f"Python {facts['python']}, psycopg {facts['psycopg']}, pgqueuer {facts['pgqueuer']} "
+        f"(asyncpg {facts['asyncpg']}), procrastinate {facts['procrastinate']}, {facts['pgbench']}. "
+        f"Median of {facts['repetitions']} repetitions (min-max), a fresh database per system and repetition, "
+        f"systems alternating. Whole run: {facts['wall_seconds']} s.",
+        "",
+        "| workload | " + " | ".join(present) + " |",
+        "|---|" + "---|" * len(present),
+    ]
+    for workload, title in TITLES.items():
+        by_system = results.get(workload)
+        if not by_system:
+            continue
+        if workload in ("latency", "steady"):
+            for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+                cells = [_cell(by_system.get(s), key, 2) for s in present]
+                lines.append(f"| {title.replace('(ms)', f'{label} (ms)')} | " + " | ".join(cells) + " |")
+        else:
+            lines.append(f"| {title} | " + " | ".join(_cell(by_system.get(s), "jobs_per_s") for s in present) + " |")
+    recipe = results.get("recipe", {}).get("skiplock")
+    if recipe:
+        lines += ["", f"Seed recipe (skiplock): envelope {_cell(recipe, 'envelope_jobs_per_s')} jobs/s "
+                  f"(32 slots / (3.5 ms + claim RTT {_cell(recipe, 'claim_rtt_ms', 2)} ms / 50)), reached "
+                  f"{_cell(recipe, 'of_envelope', 2)} of it; p99 wait {_cell(recipe, 'p99_wait_ms')} ms; "
+                  f"reaped leases {_cell(recipe, 'reaped_pct', 2)} %."]
+    steady = results.get("steady", {})
+    if steady:
+        lines += ["", "Steady state rates (half of each system's 2-process drain): "
+                  + ", ".join(f"{s} {r[0]['rate']:,.0f} jobs/s for {r[0]['seconds']:.0f} s" for s, r in steady.items())]
+    lines += ["", "| target (this run's medians) | ratio | met |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in ratios(results)]
+    lines += ["", "Sizes: " + ", ".join(f"{k}={v}" for k, v in facts["sizes"].items())
+              + " (Procrastinate drains drain_slow jobs; it is ~40x slower)."]
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(results: dict[str, Any], path: Path) -> None:
+    """One panel per throughput workload, a bar per system with its min-max range."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [w for w in [*THROUGHPUT, "latency"] if results.get(w)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4), squeeze=False)
+    for ax, workload in zip(axes[0], panels, strict=True):
+        key = "p99_ms" if workload == "latency" else "jobs_per_s"
+        names = [s for s in SYSTEMS if s in results[workload]]
+        meds: list[float] = []
+        errs: list[list[float]] = [[], []]
+        for s in names:
+            med, lo, hi = _stat(results[workload][s], key)
+            meds.append(med)
+            errs[0].append(med - lo)
+            errs[1].append(hi - med)
+        colors = ["tab:green" if s == "skiplock" else "tab:gray" for s in names]
+        ax.bar(range(len(names)), meds, yerr=errs, color=colors, capsize=3)
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+        ax.set_title(workload + (" p99 ms (lower is better)" if workload == "latency" else " jobs/s"), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def steady_plot(results: dict[str, Any], path: Path) -> None:
+    """Queue depth over time at half capacity, one line per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steady = results.get("steady") or {}
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for system, reps in steady.items():
+        depth = reps[0]["depth"]
+        ax.plot([t for t, _ in depth], [d for _, d in depth],
+                label=f"{system} @ {reps[0]['rate']:,.0f}/s (p99 {reps[0]['p99_ms']:.1f} ms)")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("queued jobs")
+    ax.set_title("steady state at half of measured capacity: queue depth")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
