@@ -46,6 +46,7 @@ class Outcome(NamedTuple):
 
     job_id: int
     queue: str
+    attempt: int  # the run this outcome belongs to: the fence refuses a result of an older run
     status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed'
     delay: float = 0.0  # seconds until the retry, for status 'queued'
     error: str | None = None
@@ -90,26 +91,33 @@ def ack_batch(
     conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool,
     partitioned_history: bool = False,
 ) -> set[int]:
-    """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker.
+    """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker and run.
 
     Returns the ids actually written. An id missing from it lost its lease (reaped and maybe
-    re-claimed elsewhere): its result is dropped, never written over the new owner.
+    re-claimed, elsewhere or by this very worker as a newer attempt): its result is dropped,
+    never written over the run that owns the job now.
     With `partitioned_history`, successes are moved to jobs_history instead of deleted.
     """
     if not outcomes:
         return set()
-    ok = [o.job_id for o in outcomes if o.status == "ok"]
+    ok = [o for o in outcomes if o.status == "ok"]
     errors = [o for o in outcomes if o.status != "ok"]
     params = {
         "worker_id": worker_id,
-        "ok_delete": [] if keep_history else ok,
-        "ok_keep": ok if keep_history else [],
+        "ok_ids": [o.job_id for o in ok],
+        "ok_attempts": [o.attempt for o in ok],
         "err_ids": [o.job_id for o in errors],
+        "err_attempts": [o.attempt for o in errors],
         "err_status": [o.status for o in errors],
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
-    statement = queries.ACK_BATCH_TO_HISTORY if partitioned_history and not keep_history else queries.ACK_BATCH
+    if keep_history:
+        statement = queries.ACK_BATCH_KEEP
+    elif partitioned_history:
+        statement = queries.ACK_BATCH_TO_HISTORY
+    else:
+        statement = queries.ACK_BATCH
     rows = conn.execute(statement, params).fetchall()
     return {row[0] for row in rows}
 

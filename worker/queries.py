@@ -84,20 +84,53 @@ UPDATE jobs j
 RETURNING j.id
 """
 
-# Record a whole ack batch in one statement: successes deleted (or kept as succeeded when
-# history is on), failures requeued with their backoff or finished as dead/failed.
-# Every branch is fenced on worker_id and status, and returns the ids it really changed.
-ACK_BATCH = """
-WITH deleted AS (
-    DELETE FROM jobs
-     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
-    RETURNING id, queue
-), kept AS (
-    UPDATE jobs
+# ---- the ack batch: one statement per flush ---------------------------------------------------
+# Every branch is fenced on worker_id, status AND attempt: a result is written only while the run
+# that produced it still owns the job. Without the attempt, a worker that re-claimed its own
+# reaped job could have an older run's late result written over the newer run.
+# Three variants differ only in what a success does (delete / keep as succeeded / move to
+# jobs_history); failures, the per-minute stats and the returned ids are shared.
+
+# Successes deleted (the default: no history, least write amplification, seed 000).
+_ACK_OK_DELETE = """
+ok AS (
+    DELETE FROM jobs j
+     USING unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
+     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+    RETURNING j.id, j.queue
+)"""
+
+# Successes kept as 'succeeded' rows (SKIPLOCK_HISTORY_MODE=keep); the pruner removes them later.
+_ACK_OK_KEEP = """
+ok AS (
+    UPDATE jobs j
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
-     WHERE id = ANY(%(ok_keep)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
-    RETURNING id, queue
-), errored AS (
+      FROM unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
+     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+    RETURNING j.id, j.queue
+)"""
+
+# Successes moved to the monthly-partitioned jobs_history (SKIPLOCK_HISTORY_MODE=partitioned):
+# DELETE ... RETURNING feeds the INSERT in the same statement, so a row is never in both or neither.
+_ACK_OK_MOVE = """
+moved AS (
+    DELETE FROM jobs j
+     USING unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
+     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+    RETURNING j.*
+), archived AS (
+    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
+                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
+    SELECT id, queue, priority, run_at, created_at, started_at, now(),
+           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
+      FROM moved
+), ok AS (
+    SELECT id, queue FROM moved
+)"""
+
+# Failures: requeued with their backoff, or finished as dead/failed; then the stats row.
+_ACK_ERRORS_AND_STATS = """
+errored AS (
     UPDATE jobs j
        SET status = v.status::job_status,
            run_at = CASE WHEN v.status = 'queued' THEN now() + make_interval(secs => v.delay)
@@ -106,9 +139,9 @@ WITH deleted AS (
            last_error = v.error,
            worker_id = NULL,
            lease_until = NULL
-      FROM unnest(%(err_ids)s::bigint[], %(err_status)s::text[], %(err_delay)s::float8[],
-                  %(err_text)s::text[]) AS v(id, status, delay, error)
-     WHERE j.id = v.id AND j.worker_id = %(worker_id)s AND j.status = 'running'
+      FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
+                  %(err_delay)s::float8[], %(err_text)s::text[]) AS v(id, attempt, status, delay, error)
+     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
     RETURNING j.id, j.queue, v.status
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
@@ -117,8 +150,7 @@ WITH deleted AS (
            count(*) FILTER (WHERE s.outcome = 'queued'),
            count(*) FILTER (WHERE s.outcome = 'failed'),
            count(*) FILTER (WHERE s.outcome = 'dead')
-      FROM (SELECT queue, 'ok' AS outcome FROM deleted
-            UNION ALL SELECT queue, 'ok' FROM kept
+      FROM (SELECT queue, 'ok' AS outcome FROM ok
             UNION ALL SELECT queue, status FROM errored) s
      GROUP BY s.queue
     ON CONFLICT (minute, queue, worker_id) DO UPDATE
@@ -127,31 +159,15 @@ WITH deleted AS (
            failed = job_stats.failed + EXCLUDED.failed,
            dead = job_stats.dead + EXCLUDED.dead
 )
-SELECT id FROM deleted UNION ALL SELECT id FROM kept UNION ALL SELECT id FROM errored
+SELECT id FROM ok UNION ALL SELECT id FROM errored
 """
 
-# The ack batch for SKIPLOCK_HISTORY_MODE=partitioned: successes leave jobs (so the queue table
-# stays small) and land in the monthly-partitioned jobs_history as 'succeeded', in the same
-# statement (DELETE ... RETURNING feeding the INSERT), so a row is never in both or neither.
-# Errors, stats and the returned ids are exactly those of ACK_BATCH.
-_ACK_DELETED_CTE = """WITH deleted AS (
-    DELETE FROM jobs
-     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
-    RETURNING id, queue
-)"""
-_ACK_MOVED_CTE = """WITH deleted AS (
-    DELETE FROM jobs
-     WHERE id = ANY(%(ok_delete)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
-    RETURNING *
-), archived AS (
-    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
-                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
-    SELECT id, queue, priority, run_at, created_at, started_at, now(),
-           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
-      FROM deleted
-)"""
-assert _ACK_DELETED_CTE in ACK_BATCH
-ACK_BATCH_TO_HISTORY = ACK_BATCH.replace(_ACK_DELETED_CTE, _ACK_MOVED_CTE)
+# Ack a batch, successes deleted.
+ACK_BATCH = "WITH" + _ACK_OK_DELETE + "," + _ACK_ERRORS_AND_STATS
+# Ack a batch, successes kept as 'succeeded'.
+ACK_BATCH_KEEP = "WITH" + _ACK_OK_KEEP + "," + _ACK_ERRORS_AND_STATS
+# Ack a batch, successes moved to jobs_history.
+ACK_BATCH_TO_HISTORY = "WITH" + _ACK_OK_MOVE + "," + _ACK_ERRORS_AND_STATS
 
 # Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
 # not counted against the job (it was the deploy, not the job), so attempts goes back down.

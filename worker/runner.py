@@ -364,11 +364,11 @@ class Worker:
                     result.close()
                 raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
                                        "without running it: async handlers are not supported, use a plain def")
-            outcome = core.Outcome(job.id, job.queue, "ok")
+            outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
         except PermanentFailure as exc:
-            outcome = core.Outcome(job.id, job.queue, "dead", error=format_error(exc))
+            outcome = core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
         except Discard as exc:
-            outcome = core.Outcome(job.id, job.queue, "failed", error=format_error(exc))
+            outcome = core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
         except RetryAfter as exc:
             outcome = self._retry_or_dead(job, exc, exc.seconds)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
@@ -380,10 +380,10 @@ class Worker:
     def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
         error = format_error(exc)
         if job.attempts >= job.max_attempts:
-            return core.Outcome(job.id, job.queue, "dead", error=error)
+            return core.Outcome(job.id, job.queue, job.attempts, "dead", error=error)
         if delay is None:
             delay = backoff_seconds(job.attempts, base=self.settings.backoff_base, cap=self.settings.backoff_cap)
-        return core.Outcome(job.id, job.queue, "queued", delay=delay, error=error)
+        return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
 
     def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> None:
         extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts,
@@ -450,6 +450,11 @@ class Worker:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
                                          keep_history=self.settings.history == "keep",
                                          partitioned_history=self.settings.history == "partitioned")
+                # forget the ids before a heartbeat can run: it would otherwise find the rows gone
+                # and report leases lost for jobs that were just acked
+                with self._lock:
+                    for outcome in outcomes:
+                        self._unacked.pop(outcome.job_id, None)
             self.latency.observe("ack", time.perf_counter() - started)
         except Exception as exc:
             if not is_connection_error(exc):
@@ -462,14 +467,11 @@ class Worker:
         for outcome in outcomes:
             if outcome.job_id not in written:
                 self.counters.stale_acks += 1
-                log.warning("job %d: lease lost before ack, result dropped (another worker owns it now)",
+                log.warning("job %d: lease lost before ack, result dropped (a newer run owns the job now)",
                             outcome.job_id, extra={"job_id": outcome.job_id, "outcome": "stale"})
             else:
                 setattr(self.counters, _COUNTER[outcome.status],
                         getattr(self.counters, _COUNTER[outcome.status]) + 1)
-        with self._lock:
-            for outcome in outcomes:
-                self._unacked.pop(outcome.job_id, None)
         return True
 
     # ---- leases --------------------------------------------------------------------------------

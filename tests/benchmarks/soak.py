@@ -115,7 +115,8 @@ def probe_claims(conn: psycopg.Connection, n: int = 20) -> list[float]:
         jobs = core.claim(conn, "soak-probe", [QUEUE], [30.0], 1)
         times.append((time.perf_counter() - started) * 1000)
         if jobs:
-            core.ack_batch(conn, "soak-probe", [core.Outcome(j.id, QUEUE, "ok") for j in jobs], keep_history=False)
+            outcomes = [core.Outcome(j.id, QUEUE, j.attempts, "ok") for j in jobs]
+            core.ack_batch(conn, "soak-probe", outcomes, keep_history=False)
     return times
 
 
