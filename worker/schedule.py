@@ -57,17 +57,34 @@ class IntervalSchedule:
 
 @dataclass(frozen=True)
 class CronSchedule:
-    """A 5-field crontab expression read in a time zone (APScheduler CronTriggers, see cron_triggers)."""
+    """A 5-field crontab expression read in a time zone (APScheduler CronTriggers, see cron_triggers).
+
+    The triggers run on wall-clock time written as UTC (a zone without DST), and the real zone is
+    attached to the result: APScheduler 3 steps cron fields on zone-aware datetimes and lands an
+    hour off when a DST change lies between "now" and the fire time (found by the property test:
+    '* * * 1 *' in Australia/Sydney from October gave 01:00 on 1 January instead of 00:00).
+    """
 
     triggers: tuple[CronTrigger, ...]
+    zone: ZoneInfo
 
     def next_after(self, moment: datetime) -> datetime:
         """The first cron fire time strictly after `moment`, in UTC."""
-        fires = [t.get_next_fire_time(None, moment + _ONE_US) for t in self.triggers]
-        found = [f for f in fires if f is not None]
-        if not found:  # a crontab has no end date; this guards a future APScheduler change
-            raise ValueError("cron expression has no further fire time")
-        return min(found).astimezone(UTC)
+        wall = moment.astimezone(self.zone).replace(tzinfo=UTC)
+        # A wall time in the repeated hour of a DST fall-back maps to its first occurrence, which
+        # can be before `moment`; cron fires once per wall time, so move on to the next one.
+        for _ in range(4):
+            fires = [t.get_next_fire_time(None, wall + _ONE_US) for t in self.triggers]
+            found = [f for f in fires if f is not None]
+            if not found:  # a crontab has no end date; this guards a future APScheduler change
+                raise ValueError("cron expression has no further fire time")
+            wall = min(found)
+            # a wall time skipped by a DST spring-forward resolves with the earlier offset, i.e.
+            # just after the jump, as cron does
+            fire = wall.replace(tzinfo=self.zone).astimezone(UTC)
+            if fire > moment:
+                return fire
+        raise ValueError("cron expression has no fire time after a DST change")
 
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab numbering: 0 (and 7) = Sunday
@@ -112,7 +129,7 @@ def _cron_weekdays(field: str) -> str:
     return ",".join(_WEEKDAYS[day] for day in sorted(days))
 
 
-def cron_triggers(expression: str, zone: ZoneInfo) -> tuple[CronTrigger, ...]:
+def cron_triggers(expression: str) -> tuple[CronTrigger, ...]:
     """The CronTriggers that together fire exactly when the crontab `expression` does.
 
     Crontab runs a job when day-of-month OR day-of-week matches if both are restricted;
@@ -126,7 +143,8 @@ def cron_triggers(expression: str, zone: ZoneInfo) -> tuple[CronTrigger, ...]:
         weekdays = _cron_weekdays(weekday)
     except ValueError as exc:
         raise ValueError(f"Error validating day of week {weekday!r}: {exc}") from None
-    common = {"minute": minute, "hour": hour, "month": month, "timezone": zone}
+    # UTC on purpose: CronSchedule evaluates on wall-clock time and attaches its zone itself
+    common = {"minute": minute, "hour": hour, "month": month, "timezone": UTC}
     if not day.startswith("*") and not weekday.startswith("*"):
         return (CronTrigger(day=day, **common), CronTrigger(day_of_week=weekdays, **common))
     return (CronTrigger(day=day, day_of_week=weekdays, **common),)
@@ -166,7 +184,7 @@ def build_schedule(kind: str, schedule: str, timezone: str) -> Schedule:
     if kind == "interval":
         return IntervalSchedule(parse_interval(schedule))
     if kind == "cron":
-        return CronSchedule(cron_triggers(schedule, zone))
+        return CronSchedule(cron_triggers(schedule), zone)
     raise ValueError(f"schedule kind must be 'cron' or 'interval', got {kind!r}")
 
 
