@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,14 +169,20 @@ def skiplock_workers(url: str, processes: int, probe_port: int = 0, **settings: 
             wait_until(ready, 30, "bench workers to connect")
         yield
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
+
+
+def stop_processes(procs: Sequence[subprocess.Popen[bytes]], grace: float = 30.0) -> None:
+    """SIGTERM every process, then SIGKILL whatever is still running after `grace` seconds."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_empty(url: str, timeout: float, table: str = "jobs") -> float:

@@ -31,7 +31,7 @@ import psycopg
 
 from tests.benchmarks.peers import procrastinate_app
 from worker import bench
-from worker.bench import ProbeReceiver, percentile, scratch_database, wait_empty, wait_until
+from worker.bench import ProbeReceiver, percentile, scratch_database, stop_processes, wait_empty, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,15 +55,7 @@ def peer_procs(system: str, url: str, n: int, size: int, port: int = 0) -> list[
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     """SIGTERM, then SIGKILL whatever is still there after 15 s."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    stop_processes(procs, grace=15.0)
 
 
 def wait_backends(url: str, count: int, procs: list[subprocess.Popen[bytes]]) -> None:

@@ -31,6 +31,7 @@ import psycopg.sql
 
 from tests.pgcluster import ThrowawayCluster, find_server, with_database
 from worker import core
+from worker.bench import stop_processes
 from worker.migrate import apply_migrations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -256,14 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(", ".join(f"{k}={rows[-1][k]}" for k in FIELDS), flush=True)
     finally:
         stop.set()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(procs)
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if cluster is not None:
