@@ -91,32 +91,38 @@ RETURNING j.id
 # Three variants differ only in what a success does (delete / keep as succeeded / move to
 # jobs_history); failures, the per-minute stats and the returned ids are shared.
 
+# The fence every ack branch applies: the job is still running, owned by this worker, in the
+# attempt that produced the result (v is the batch's (id, attempt, ...) rows).
+_FENCE = "j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'"
+# The successful runs of the batch, as (id, attempt) rows.
+_OK_RUNS = "unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)"
+
 # Successes deleted (the default: no history, least write amplification, seed 000).
-_ACK_OK_DELETE = """
+_ACK_OK_DELETE = f"""
 ok AS (
     DELETE FROM jobs j
-     USING unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
-     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+     USING {_OK_RUNS}
+     WHERE {_FENCE}
     RETURNING j.id, j.queue
 )"""
 
 # Successes kept as 'succeeded' rows (SKIPLOCK_HISTORY_MODE=keep); the pruner removes them later.
-_ACK_OK_KEEP = """
+_ACK_OK_KEEP = f"""
 ok AS (
     UPDATE jobs j
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
-      FROM unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
-     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+      FROM {_OK_RUNS}
+     WHERE {_FENCE}
     RETURNING j.id, j.queue
 )"""
 
 # Successes moved to the monthly-partitioned jobs_history (SKIPLOCK_HISTORY_MODE=partitioned):
 # DELETE ... RETURNING feeds the INSERT in the same statement, so a row is never in both or neither.
-_ACK_OK_MOVE = """
+_ACK_OK_MOVE = f"""
 moved AS (
     DELETE FROM jobs j
-     USING unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
-     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+     USING {_OK_RUNS}
+     WHERE {_FENCE}
     RETURNING j.*
 ), archived AS (
     INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
@@ -129,7 +135,7 @@ moved AS (
 )"""
 
 # Failures: requeued with their backoff, or finished as dead/failed; then the stats row.
-_ACK_ERRORS_AND_STATS = """
+_ACK_ERRORS_AND_STATS = f"""
 errored AS (
     UPDATE jobs j
        SET status = v.status::job_status,
@@ -141,7 +147,7 @@ errored AS (
            lease_until = NULL
       FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
                   %(err_delay)s::float8[], %(err_text)s::text[]) AS v(id, attempt, status, delay, error)
-     WHERE j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND j.status = 'running'
+     WHERE {_FENCE}
     RETURNING j.id, j.queue, v.status
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
