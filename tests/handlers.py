@@ -6,6 +6,7 @@ Queues t1..t4 and the others below all run `behave`: it records its effect in te
   permanent: raise PermanentFailure    discard: raise Discard
   retry_after: raise RetryAfter(secs)  exit_on_attempt_le: os._exit(3) while attempt <= this
   raise_base: "KeyboardInterrupt" or "SystemExit"      returns: a value to return
+  sleep_after: seconds to sleep after the effect is recorded (a run visibly under way)
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def behave(payload: Any, job: JobContext) -> Any:
         os._exit(3)
     if opts.get("no_effect") is not True:
         record_effect(job, payload)
+    if opts.get("sleep_after"):
+        time.sleep(float(opts["sleep_after"]))
     if job.attempt <= int(opts.get("fail_times", 0)):
         raise RuntimeError(f"planned failure on attempt {job.attempt}")
     if opts.get("permanent"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 import psycopg
+import pytest
 
 from tests.helpers import scalar
-from worker import enqueue_many
+from worker import core, enqueue_many, queries
 from worker.producer import COPY_THRESHOLD
 from worker.runner import SuccessLogBudget
 
@@ -59,3 +60,33 @@ def test_success_log_budget_moves_lines_beyond_it_to_debug_and_counts_them(caplo
         now[0] = 11.05  # the next second: a fresh budget, and one summary for the two moved lines
         assert budget.level() == logging.INFO
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["2 more jobs ok in the last second"]
+
+
+def _plan(conn: psycopg.Connection, statement: str, params: dict[str, object]) -> str:
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute("EXPLAIN " + statement, params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(conn, plan_cache_mode):
+    # Statistics taken while every job was queued make the planner believe one job runs; a
+    # fence written as `status = 'running'` then walked all of jobs_lease_idx per ack (seconds
+    # per ack in the seed recipe). Every ack and heartbeat must go by the primary key instead
+    # (on a table this size; on a tiny one a sequential scan is as good, and costed correctly).
+    conn.execute("INSERT INTO jobs (queue, payload) SELECT 't1', '{}' FROM generate_series(1, 20000)")
+    conn.execute("ANALYZE jobs")
+    claimed = core.claim(conn, "w1", ["t1"], [30.0], 2000)
+    ids = [job.id for job in claimed[:50]]
+    conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+    ack = {"worker_id": "w1", "ok_ids": ids, "ok_attempts": [1] * 50, "err_ids": ids[:1], "err_attempts": [1],
+           "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"]}
+    for statement, params in ((queries.ACK_BATCH, ack), (queries.ACK_BATCH_KEEP, ack),
+                              (queries.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 50})):
+        plan = _plan(conn, statement, params)
+        assert "jobs_lease_idx" not in plan, plan
+        assert "jobs_pkey" in plan, plan
+    conn.execute("RESET plan_cache_mode")
+    # and the statements still do their job: the fence holds for the owner only
+    assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == set()
+    assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == {ids[0]}

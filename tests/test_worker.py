@@ -157,6 +157,23 @@ def test_sigterm_lets_short_jobs_finish_within_grace(conn, spawn_worker):
     assert set(effects(conn)) == set(ids)
 
 
+def test_sigterm_releases_prefetched_jobs_without_running_them(conn, spawn_worker):
+    # one slot and three prefetched jobs: the running one finishes within the grace, the three
+    # waiting for the slot go straight back to their queue, their attempt given back, never run
+    ids = enqueue_many([("t1", {"sleep_after": 1}) for _ in range(4)])
+    worker = spawn_worker(SKIPLOCK_CONCURRENCY="1", SKIPLOCK_PREFETCH="3", SKIPLOCK_SHUTDOWN_GRACE="30")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'") == 4,
+             message="one running and three prefetched")
+    wait_for(lambda: len(effects(conn)) == 1, message="the first job under way")
+    assert worker.terminate(timeout=60) == 0
+    ran = effects(conn)
+    assert list(ran.values()) == [1]
+    [first] = ran
+    rows = conn.execute("SELECT id, status::text, attempts, worker_id FROM jobs ORDER BY id").fetchall()
+    assert rows == [(i, "queued", 0, None) for i in ids if i != first]  # the first one was acked
+    assert "released 3 unfinished job(s)" in worker.log()
+
+
 def test_worker_registers_itself(conn, spawn_worker):
     worker = spawn_worker("--queues", "t1,t2", "--concurrency", "3")
     row = wait_for(lambda: conn.execute("SELECT pid, queues, concurrency FROM workers").fetchone(),

@@ -30,6 +30,7 @@ class Settings:
     queues: tuple[str, ...] = ()  # SKIPLOCK_QUEUES: limit the worker to these queues
     concurrency: int = 10  # SKIPLOCK_CONCURRENCY: handler threads per worker process
     batch_size: int = 50  # SKIPLOCK_BATCH_SIZE: most jobs one claim may take
+    prefetch: int | None = None  # SKIPLOCK_PREFETCH: claimed jobs held waiting for a slot; auto by default
     poll_interval: float = 1.0  # SKIPLOCK_POLL_INTERVAL: seconds between polls when idle
     lease_seconds: float = 30.0  # SKIPLOCK_LEASE_SECONDS: default lease length
     queue_leases: Mapping[str, float] = field(default_factory=dict)  # SKIPLOCK_QUEUE_LEASES: q=secs,...
@@ -142,6 +143,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_QUEUES": ("queues", _names),
     "SKIPLOCK_CONCURRENCY": ("concurrency", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_BATCH_SIZE": ("batch_size", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
+    "SKIPLOCK_PREFETCH": ("prefetch", lambda n, r: None if r.strip().lower() == "auto"
+                          else _number(n, r, int, 0, "'auto' or a whole number >= 0")),
     "SKIPLOCK_POLL_INTERVAL": ("poll_interval", lambda n, r: _number(n, r, float, 0.01, "seconds >= 0.01")),
     "SKIPLOCK_LEASE_SECONDS": ("lease_seconds", lambda n, r: _number(n, r, float, 0.1, "seconds >= 0.1")),
     "SKIPLOCK_QUEUE_LEASES": ("queue_leases", _leases),

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg.types.string import TextLoader
 
 from worker import queries
 from worker.errors import InvalidTransition
@@ -68,12 +67,10 @@ def claim(
     """
     if limit <= 0 or not queues:
         return []
-    with conn.cursor() as cur:
-        if payload_as_text:
-            cur.adapters.register_loader("jsonb", TextLoader)  # this cursor only
-        cur.execute(queries.CLAIM, {"queues": list(queues), "leases": [float(x) for x in leases],
-                                    "limit": limit, "worker_id": worker_id})
-        return [ClaimedJob._make(row) for row in cur.fetchall()]
+    statement = queries.CLAIM_PAYLOAD_TEXT if payload_as_text else queries.CLAIM
+    rows = conn.execute(statement, {"queues": list(queues), "leases": [float(x) for x in leases],
+                                    "limit": limit, "worker_id": worker_id}).fetchall()
+    return list(map(ClaimedJob._make, rows))
 
 
 def heartbeat(

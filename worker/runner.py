@@ -37,6 +37,7 @@ from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter, Sc
 from worker.latency import LatencyRecorder, fold_exited
 from worker.listener import Listener
 from worker.maintenance import add_service, build_scheduler
+from worker.prefetch import ClaimSizing
 from worker.reaper import Reaper
 from worker.registry import REGISTRY, JobContext, Registry, Task
 
@@ -150,9 +151,11 @@ class Worker:
         # Handler threads take jobs from a SimpleQueue: a put/get costs ~3 us of CPU per job,
         # a ThreadPoolExecutor submit (Future, locks, work item) ~15 us, on the hot path.
         self._jobs: queue_mod.SimpleQueue[core.ClaimedJob | None] = queue_mod.SimpleQueue()
-        # Claim again when at least this many slots are free (or nothing runs): claiming one
-        # job per freed slot would spend a round trip per job under load.
-        self._claim_threshold = max(1, min(settings.batch_size, settings.concurrency) // 2)
+        # How many claimed jobs to hold (slots plus a buffer that hides the claim round trip)
+        # and when to claim again; see worker/prefetch.py. Re-planned on every claim-loop turn.
+        self.sizing = ClaimSizing(settings.concurrency, settings.batch_size, settings.prefetch)
+        self._plan = self.sizing.plan()
+        self._never_started: list[int] = []  # claimed, not run because we are stopping
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
         self.listener: Listener | None = None
         self.scheduler = build_scheduler()
@@ -296,13 +299,14 @@ class Worker:
         while not self._stop.is_set():
             self.loop_tick = time.monotonic()
             self._wake.clear()
+            self._plan = capacity, threshold = self.sizing.plan()
             with self._lock:
-                free = self.settings.concurrency - len(self._inflight)
+                free = capacity - len(self._inflight)
                 busy = bool(self._inflight)
             claimed_full = False
-            # A claim is a round trip and a commit: take a few free slots only when nothing runs,
-            # else wait until enough are free to be worth it (_finish wakes us at the threshold).
-            if free > 0 and (free >= self._claim_threshold or not busy):
+            # A claim is a round trip and a commit: take a few places only when nothing is held,
+            # else wait until enough are open to be worth it (_finish wakes us at the threshold).
+            if free > 0 and (free >= threshold or not busy):
                 want = min(free, self.settings.batch_size)
                 try:
                     jobs = self._claim(want)
@@ -329,6 +333,8 @@ class Worker:
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True)
         elapsed = time.perf_counter() - started
+        if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
+            self.sizing.observe_claim(elapsed)
         self.latency.observe("claim", elapsed)
         self.latency.observe("claim_batch", len(jobs))
         self.counters.claimed += len(jobs)
@@ -345,6 +351,9 @@ class Worker:
 
     def _handler_loop(self) -> None:
         while (job := self._jobs.get()) is not None:
+            if self._stop.is_set():
+                self._give_back(job)  # a prefetched job not yet begun is released, not run
+                continue
             try:
                 self._execute(job)
             except Exception:  # a bug in our own bookkeeping: keep the thread, the lease will expire
@@ -352,11 +361,12 @@ class Worker:
 
     def _execute(self, job: core.ClaimedJob) -> None:
         task = self.tasks[job.queue]
-        ctx = JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
-                         job.created_at, job.started_at, job.unique_key, self.worker_id)
         started = time.perf_counter()
         try:
-            result = task(json.loads(job.payload), ctx)  # claimed as text (see _claim)
+            payload = json.loads(job.payload)  # claimed as text (see _claim)
+            # the context is built only for handlers that declare `job`: most do not, and it is
+            # a frozen dataclass of ten fields, built per job
+            result = task.func(payload, job=self._context(job)) if task.wants_job else task.func(payload)
             if inspect.isawaitable(result):
                 # an un-awaited coroutine means the handler's work never ran: calling that a
                 # success would silently lose the job, so it is dead with the reason instead
@@ -373,9 +383,15 @@ class Worker:
             outcome = self._retry_or_dead(job, exc, exc.seconds)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = self._retry_or_dead(job, exc, None)
-        duration_ms = (time.perf_counter() - started) * 1000
-        self.latency.observe("handler", duration_ms / 1000)
+        seconds = time.perf_counter() - started
+        self.latency.observe("handler", seconds)
+        self.sizing.observe_handler(seconds)
+        duration_ms = seconds * 1000
         self._finish(job, outcome, duration_ms)
+
+    def _context(self, job: core.ClaimedJob) -> JobContext:
+        return JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
+                          job.created_at, job.started_at, job.unique_key, self.worker_id)
 
     def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
         error = format_error(exc)
@@ -386,8 +402,6 @@ class Worker:
         return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
 
     def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> None:
-        extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts,
-                 "outcome": outcome.status, "duration_ms": round(duration_ms, 2)}
         if outcome.status == "ok":
             # One INFO line per success until SUCCESS_LINES_PER_SECOND; above that they go to DEBUG
             # and a per-second summary says how many: under load, formatting and the handler lock
@@ -395,23 +409,32 @@ class Worker:
             level = self._success_log.level()
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
-                        job.max_attempts, duration_ms, extra=extra)
+                        job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
         else:
             verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
                     "failed": "discarded"}[outcome.status]
             log.warning("job %d queue=%s attempt=%d/%d %s after %.1fms: %s", job.id, job.queue,
                         job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
-                        extra=extra)
+                        extra=_log_fields(job, outcome, duration_ms))
         with self._lock:
             self._inflight.pop(job.id, None)
             if not self._inflight:
                 self._idle.notify_all()
             self._unacked[job.id] = job.queue
-            free = self.settings.concurrency - len(self._inflight)
+            capacity, threshold = self._plan
+            free = capacity - len(self._inflight)
             idle = not self._inflight
         self._outcomes.put(outcome)
-        if free >= self._claim_threshold or idle:
+        if (free >= threshold or idle) and not self._wake.is_set():
             self._wake.set()
+
+    def _give_back(self, job: core.ClaimedJob) -> None:
+        """Forget a claimed job that was never started; shutdown releases it to its queue."""
+        with self._lock:
+            self._inflight.pop(job.id, None)
+            self._never_started.append(job.id)
+            if not self._inflight:
+                self._idle.notify_all()
 
     # ---- acks --------------------------------------------------------------------------------
 
@@ -522,6 +545,14 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._stopped_claiming.set()
+        # prefetched jobs still waiting for a slot go back to their queues at once, without the grace
+        while True:
+            try:
+                waiting = self._jobs.get_nowait()
+            except queue_mod.Empty:
+                break
+            if waiting is not None:
+                self._give_back(waiting)
         with self._lock:
             running = len(self._inflight)
         if running:
@@ -533,7 +564,8 @@ class Worker:
                     # short waits so a second signal (skip the grace) is seen promptly
                     self._idle.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
         self._drain_acks(timeout=10.0)
-        unfinished = self.in_flight_ids()
+        with self._lock:
+            unfinished = [*self._never_started, *self._inflight]
         if unfinished:
             self._release(unfinished)
         self._acker_done.set()
@@ -584,6 +616,12 @@ class Worker:
                 conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)
+
+
+def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> dict[str, Any]:
+    """The structured fields of a job's log line (JSON logs): built only when a line is written."""
+    return {"job_id": job.id, "queue": job.queue, "attempt": job.attempts, "outcome": outcome.status,
+            "duration_ms": round(duration_ms, 2)}
 
 
 # Called with the Worker before its scheduler starts; other modules (recurring) add services here.
