@@ -92,7 +92,7 @@ HEARTBEAT = f"""
 UPDATE jobs j
    SET lease_until = now() + make_interval(secs => v.lease)
   FROM unnest(%(ids)s::bigint[], %(leases)s::float8[]) AS v(id, lease)
- WHERE j.id = v.id AND j.worker_id = %(worker_id)s AND {_RUNNING}
+ WHERE j.id = v.id AND j.id = ANY(%(ids)s::bigint[]) AND j.worker_id = %(worker_id)s AND {_RUNNING}
 RETURNING j.id
 """
 
@@ -105,7 +105,12 @@ RETURNING j.id
 
 # The fence every ack branch applies: the job is still running, owned by this worker, in the
 # attempt that produced the result (v is the batch's (id, attempt, ...) rows).
-_FENCE = f"j.id = v.id AND j.attempts = v.attempt AND j.worker_id = %(worker_id)s AND {_RUNNING}"
+# `j.id = ANY(ids)` repeats the join on purpose: it gives the planner a primary-key path for the
+# jobs side that is costed by the number of ids, so neither stale statistics (an index walked
+# whole) nor statistics of an emptier table (a sequential scan per ack) can win over it.
+def _fence(ids: str) -> str:
+    return (f"j.id = v.id AND j.id = ANY({ids}::bigint[]) AND j.attempts = v.attempt "
+            f"AND j.worker_id = %(worker_id)s AND {_RUNNING}")
 # The successful runs of the batch, as (id, attempt) rows.
 _OK_RUNS = "unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)"
 
@@ -114,7 +119,7 @@ _ACK_OK_DELETE = f"""
 ok AS (
     DELETE FROM jobs j
      USING {_OK_RUNS}
-     WHERE {_FENCE}
+     WHERE {_fence("%(ok_ids)s")}
     RETURNING j.id, j.queue
 )"""
 
@@ -124,7 +129,7 @@ ok AS (
     UPDATE jobs j
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
       FROM {_OK_RUNS}
-     WHERE {_FENCE}
+     WHERE {_fence("%(ok_ids)s")}
     RETURNING j.id, j.queue
 )"""
 
@@ -134,7 +139,7 @@ _ACK_OK_MOVE = f"""
 moved AS (
     DELETE FROM jobs j
      USING {_OK_RUNS}
-     WHERE {_FENCE}
+     WHERE {_fence("%(ok_ids)s")}
     RETURNING j.*
 ), archived AS (
     INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
@@ -159,7 +164,7 @@ errored AS (
            lease_until = NULL
       FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
                   %(err_delay)s::float8[], %(err_text)s::text[]) AS v(id, attempt, status, delay, error)
-     WHERE {_FENCE}
+     WHERE {_fence("%(err_ids)s")}
     RETURNING j.id, j.queue, v.status
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
