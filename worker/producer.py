@@ -241,10 +241,12 @@ def enqueue(
                       unique_key=unique_key, max_attempts=max_attempts,
                       max_payload_bytes=settings.max_payload_bytes,
                       default_max_attempts=settings.default_max_attempts)
-    rows = _execute(conn, queries.ENQUEUE, {
-        "queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
-        "run_at": spec.run_at, "unique_key": spec.unique_key, "max_attempts": spec.max_attempts,
-    })
+    params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
+              "run_at": spec.run_at, "max_attempts": spec.max_attempts}
+    if spec.unique_key is None:
+        rows = _execute(conn, queries.ENQUEUE_PLAIN, params)
+    else:
+        rows = _execute(conn, queries.ENQUEUE, {**params, "unique_key": spec.unique_key})
     return rows[0][0] if rows else None
 
 

@@ -20,6 +20,14 @@ ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
 RETURNING id
 """
 
+# The same without a unique_key: a plain INSERT. ON CONFLICT costs a speculative insertion even
+# when the key is NULL and can never conflict (~10% of the one-job-per-transaction path).
+ENQUEUE_PLAIN = """
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s)
+RETURNING id
+"""
+
 # Insert many jobs in one statement from parallel arrays; collapsed unique keys return no row.
 # WITH ORDINALITY keeps input order so callers can map returned ids back to their inputs.
 ENQUEUE_MANY = """
