@@ -359,9 +359,6 @@ class Worker:
 
     def _handler_loop(self) -> None:
         while (job := self._jobs.get()) is not None:
-            if self._stop.is_set():
-                self._give_back(job)  # a prefetched job not yet begun is released, not run
-                continue
             try:
                 self._execute(job)
             except Exception:  # a bug in our own bookkeeping: keep the thread, the lease will expire
@@ -553,14 +550,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._stopped_claiming.set()
-        # prefetched jobs still waiting for a slot go back to their queues at once, without the grace
-        while True:
-            try:
-                waiting = self._jobs.get_nowait()
-            except queue_mod.Empty:
-                break
-            if waiting is not None:
-                self._give_back(waiting)
+        self._release_prefetched()
         with self._lock:
             running = len(self._inflight)
         if running:
@@ -596,6 +586,28 @@ class Worker:
             # handler threads still run the released jobs; they must not keep the process alive
             logging.shutdown()
             os._exit(0)
+
+    def _release_prefetched(self) -> None:
+        """Prefetched jobs that no slot is free for go back to their queues now, not after the grace.
+
+        Claimed jobs for which a handler thread is idle still run within the grace, as they
+        would have a moment later anyway; only the surplus waiting behind busy slots is released.
+        """
+        waiting: list[core.ClaimedJob] = []
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue_mod.Empty:
+                break
+            if job is not None:
+                waiting.append(job)
+        with self._lock:
+            busy = len(self._inflight) - len(waiting)  # started, or being picked up right now
+        idle = max(0, self.settings.concurrency - busy)
+        for job in waiting[:idle]:
+            self._jobs.put(job)
+        for job in waiting[idle:]:
+            self._give_back(job)
 
     def _drain_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
