@@ -37,25 +37,18 @@ def connect(url: str, application_name: str, *, autocommit: bool = True) -> psyc
     return psycopg.connect(conninfo, autocommit=autocommit)
 
 
-def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False,
-              settings: dict[str, str] | None = None) -> ConnectionPool:
+def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False) -> ConnectionPool:
     """A psycopg pool of autocommit connections; broken ones are replaced on return.
 
     Autocommit: every queue statement is one short implicit transaction, so no connection ever
     sits "idle in transaction" holding back vacuum (seed 000's first foot-gun).
-    `settings` are server settings for these connections' sessions, added to any `options`
-    the URL already carries.
     """
     validate_database_url(url)
-    extra: dict[str, Any] = {}
-    if settings:
-        given = psycopg.conninfo.conninfo_to_dict(url).get("options") or ""
-        extra["options"] = " ".join([str(given), *(f"-c {k}={v}" for k, v in settings.items())]).strip()
     pool = ConnectionPool(
         url,
         min_size=1,
         max_size=max(size, 1),
-        kwargs={"autocommit": True, **connect_kwargs(application_name), **extra},
+        kwargs={"autocommit": True, **connect_kwargs(application_name)},
         name=application_name,
         open=False,
         timeout=10.0,

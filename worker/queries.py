@@ -87,20 +87,33 @@ CLAIM = _CLAIM.replace("{payload_cast}", "")
 # thread, off the claim loop that every job of the process waits behind.
 CLAIM_PAYLOAD_TEXT = _CLAIM.replace("{payload_cast}", "::text")
 
-# `status::text = 'running'` (not `status = 'running'`) on purpose, in the heartbeat and the ack fence: the
-# plain form matches jobs_lease_idx's predicate, and when statistics were taken while few jobs
-# ran (a backlog just enqueued, or autovacuum behind) the planner believes one row is running and
-# walks that whole index, dead entries included, for every ack and every heartbeat (measured:
-# 0.2-1.4 s per ack in the seed recipe, whose long transactions then held back the cleanup of
-# the claim index too). The cast hides the predicate, so rows are always found by primary key.
-_RUNNING = "j.status::text = 'running'"
+# ---- rows this worker owns, addressed by id: heartbeat and the ack batch ----------------------
+# Heartbeats and acks name their rows by id, a few hundred at most, and each row must be found
+# by a primary-key probe. Left to itself the planner does not always do that: statistics taken
+# while few jobs ran (a backlog just enqueued, autovacuum behind) say one row is running and
+# owned by this worker, so it walked all of jobs_lease_idx (0.2-1.4 s per ack in the seed
+# recipe), or scanned the table, or joined the batch against a whole-index scan re-reading the
+# batch per row (6-12 ms per 100-row ack, half a drain's database time). So the rows are looked
+# up in a LATERAL subquery per id (OFFSET 0 keeps it from being flattened into a join, so each
+# lookup is its own probe by id) and the statement then touches exactly those row versions by
+# ctid. `status::text` hides jobs_lease_idx's predicate from that lookup.
+# The lookup is not locked: if another transaction (the reaper, an operator) changes a row
+# after it was read, the UPDATE/DELETE re-checks `ctid = f.ctid` against the new version,
+# which has moved, so the row is skipped - exactly what the fence would decide.
+def _own_rows(with_attempt: bool) -> str:
+    """A LATERAL lookup `f` of v.id's row if this worker runs it (in attempt v.attempt: the fence)."""
+    attempt = " AND x.attempts = v.attempt" if with_attempt else ""
+    return (f"CROSS JOIN LATERAL (SELECT x.ctid FROM jobs x WHERE x.id = v.id{attempt} "
+            f"AND x.worker_id = %(worker_id)s AND x.status::text = 'running' OFFSET 0) f")
+
 
 # Extend the leases of this worker's running jobs; ids missing from the result lost their lease.
 HEARTBEAT = f"""
 UPDATE jobs j
    SET lease_until = now() + make_interval(secs => v.lease)
   FROM unnest(%(ids)s::bigint[], %(leases)s::float8[]) AS v(id, lease)
- WHERE j.id = v.id AND j.id = ANY(%(ids)s::bigint[]) AND j.worker_id = %(worker_id)s AND {_RUNNING}
+       {_own_rows(with_attempt=False)}
+ WHERE j.ctid = f.ctid
 RETURNING j.id
 """
 
@@ -111,23 +124,17 @@ RETURNING j.id
 # Three variants differ only in what a success does (delete / keep as succeeded / move to
 # jobs_history); failures, the per-minute stats and the returned ids are shared.
 
-# The fence every ack branch applies: the job is still running, owned by this worker, in the
-# attempt that produced the result (v is the batch's (id, attempt, ...) rows).
-# `j.id = ANY(ids)` repeats the join on purpose: it gives the planner a primary-key path for the
-# jobs side that is costed by the number of ids, so neither stale statistics (an index walked
-# whole) nor statistics of an emptier table (a sequential scan per ack) can win over it.
-def _fence(ids: str) -> str:
-    return (f"j.id = v.id AND j.id = ANY({ids}::bigint[]) AND j.attempts = v.attempt "
-            f"AND j.worker_id = %(worker_id)s AND {_RUNNING}")
-# The successful runs of the batch, as (id, attempt) rows.
-_OK_RUNS = "unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)"
+# The successful runs of the batch, as (id, attempt) rows, each with its fenced row `f`.
+_OK_RUNS = f"""unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
+           {_own_rows(with_attempt=True)}"""
+_FENCE = "j.ctid = f.ctid"
 
 # Successes deleted (the default: no history, least write amplification, seed 000).
 _ACK_OK_DELETE = f"""
 ok AS (
     DELETE FROM jobs j
      USING {_OK_RUNS}
-     WHERE {_fence("%(ok_ids)s")}
+     WHERE {_FENCE}
     RETURNING j.id, j.queue
 )"""
 
@@ -137,7 +144,7 @@ ok AS (
     UPDATE jobs j
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
       FROM {_OK_RUNS}
-     WHERE {_fence("%(ok_ids)s")}
+     WHERE {_FENCE}
     RETURNING j.id, j.queue
 )"""
 
@@ -147,7 +154,7 @@ _ACK_OK_MOVE = f"""
 moved AS (
     DELETE FROM jobs j
      USING {_OK_RUNS}
-     WHERE {_fence("%(ok_ids)s")}
+     WHERE {_FENCE}
     RETURNING j.*
 ), archived AS (
     INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
@@ -172,7 +179,8 @@ errored AS (
            lease_until = NULL
       FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
                   %(err_delay)s::float8[], %(err_text)s::text[]) AS v(id, attempt, status, delay, error)
-     WHERE {_fence("%(err_ids)s")}
+           {_own_rows(with_attempt=True)}
+     WHERE {_FENCE}
     RETURNING j.id, j.queue, v.status
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)

@@ -45,7 +45,6 @@ log = logging.getLogger("skiplock.worker")
 
 MAX_ERROR_CHARS = 8000
 WORKER_ROW_SECONDS = 5.0
-ROW_WRITE_SETTINGS = {"enable_seqscan": "off"}  # the ack/heartbeat connection's planner (see run())
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 
 
@@ -134,7 +133,6 @@ class Worker:
         self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
         self.health: Any = None  # worker.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
-        self.row_pool: ConnectionPool | None = None  # acks, heartbeats, releases (see run())
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
@@ -229,12 +227,6 @@ class Worker:
                 signal.signal(sig, lambda *_: self.request_stop())
         self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
         self._check_schema()
-        # Acks, heartbeats and releases (serialised by _row_writes) get a connection of their own
-        # whose planner may not scan the table: they address at most a few hundred rows by id,
-        # and with statistics from an emptier table (a backlog enqueued since the last ANALYZE)
-        # the planner preferred a sequential scan per ack, which cut a 20,000-job drain from
-        # ~10,000 to ~1,900 jobs/s here. The primary-key path is right at any table size.
-        self.row_pool = make_pool(self.url, self.app_name, size=1, settings=ROW_WRITE_SETTINGS)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency, self.settings.batch_size)
@@ -471,10 +463,10 @@ class Worker:
                 backoff = min(backoff * 2, 2.0)
 
     def _flush(self, outcomes: list[core.Outcome]) -> bool:
-        assert self.row_pool is not None
+        assert self.pool is not None
         try:
             started = time.perf_counter()
-            with self._row_writes, self.row_pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
                                          keep_history=self.settings.history == "keep",
                                          partitioned_history=self.settings.history == "partitioned")
@@ -513,7 +505,7 @@ class Worker:
 
     def heartbeat_once(self) -> set[int]:
         """Extend leases of running and unacked jobs; return ids whose lease was lost."""
-        assert self.row_pool is not None
+        assert self.pool is not None
         with self._lock:
             held = {**{i: j.queue for i, j in self._inflight.items()}, **self._unacked}
         if not held:
@@ -521,7 +513,7 @@ class Worker:
         ids = list(held)
         leases = [self._lease_for(held[i]) for i in ids]
         try:
-            with self._row_writes, self.row_pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
         except Exception as exc:
             if not is_connection_error(exc):
@@ -577,8 +569,6 @@ class Worker:
             self._jobs.put(None)  # idle handler threads end; busy ones are daemons (see below)
         if self.pool is not None:
             self.pool.close(timeout=2.0)
-        if self.row_pool is not None:
-            self.row_pool.close(timeout=2.0)
         log.info("worker %s stopped: %d ok, %d retried, %d dead, %d stale acks", self.worker_id,
                  self.counters.succeeded, self.counters.retried, self.counters.dead,
                  self.counters.stale_acks)
@@ -621,9 +611,9 @@ class Worker:
                     len(self._unacked))
 
     def _release(self, ids: list[int]) -> None:
-        assert self.row_pool is not None
+        assert self.pool is not None
         try:
-            with self._row_writes, self.row_pool.connection() as conn:
+            with self._row_writes, self.pool.connection() as conn:
                 released = core.release_own(conn, self.worker_id, ids)
             log.info("released %d unfinished job(s) back to their queues: %s", len(released),
                      ",".join(map(str, released)))
