@@ -31,7 +31,15 @@ import psycopg
 
 from tests.benchmarks.peers import procrastinate_app
 from worker import bench
-from worker.bench import ProbeReceiver, percentile, scratch_database, stop_processes, wait_empty, wait_until
+from worker.bench import (
+    ProbeReceiver,
+    percentile,
+    scratch_database,
+    stop_processes,
+    wait_empty,
+    wait_for_probes,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -265,9 +273,9 @@ async def _pgq_steady(url: str, rate: float, seconds: float, probe: ProbeReceive
         await asyncio.sleep(max(0.0, 0.02 - (time.monotonic() - now)))
     await conn.close()
     await mon.close()
-    wait_until(lambda: len(probe.samples) >= sent, 30, "the last steady-state jobs")
+    missing = wait_for_probes(probe, sent, max(30.0, seconds))
     lat = [(st - enq) * 1000 for enq, st in probe.samples.values()]
-    return {"rate": rate, "seconds": seconds, "sent": sent, "received": len(lat),
+    return {"rate": rate, "seconds": seconds, "sent": sent, "received": len(lat), "missing": missing,
             "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99), "depth": depth}
 
 
@@ -469,14 +477,25 @@ TITLES = {
 
 
 def run_one(system: System, workload: str, admin_url: str, sizes: dict[str, Any],
-            ctx: dict[str, Any]) -> dict[str, Any] | None:
-    """One repetition of one workload for one system, in a fresh database."""
+            ctx: dict[str, Any], errors: list[str] | None = None) -> dict[str, Any] | None:
+    """One repetition of one workload for one system, in a fresh database.
+
+    A failure is printed and added to `errors` (the report lists them) and the run goes on:
+    one system's crash must not throw away every other figure of a 15-minute run.
+    """
     if getattr(system, workload, None) is None:
         return None
-    with scratch_database(admin_url, prefix=f"cmp_{system.name.replace('-', '_')}",
-                          migrate=system.migrate_skiplock) as url:
-        system.setup(url)
-        return system.run(workload, url, sizes, ctx)
+    try:
+        with scratch_database(admin_url, prefix=f"cmp_{system.name.replace('-', '_')}",
+                              migrate=system.migrate_skiplock) as url:
+            system.setup(url)
+            return system.run(workload, url, sizes, ctx)
+    except Exception as exc:
+        message = f"{system.name} / {workload}: {type(exc).__name__}: {exc}"
+        print(f"FAILED {message}", file=sys.stderr, flush=True)
+        if errors is not None:
+            errors.append(message)
+        return None
 
 
 def summarize(reps: list[dict[str, Any]], key: str) -> dict[str, float]:
@@ -503,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         systems = [s for s in systems if s.name in args.systems.split(",")]
     workloads = [w for w in WORKLOADS if not args.only or w in args.only.split(",")]
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    errors: list[str] = []
     started = time.monotonic()
     for workload in workloads:
         results[workload] = {}
@@ -511,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             for system in order:
                 print(f"[{time.monotonic() - started:6.0f}s] {workload} rep {rep + 1}/{reps}: {system.name}",
                       file=sys.stderr, flush=True)
-                result = run_one(system, workload, admin_url, sizes, {})
+                result = run_one(system, workload, admin_url, sizes, {}, errors)
                 if result is not None:
                     results[workload].setdefault(system.name, []).append(result)
     if not args.only or "steady" in args.only.split(","):
@@ -522,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             rate = round(statistics.median(r["jobs_per_s"] for r in drained) / 2)
             print(f"[{time.monotonic() - started:6.0f}s] steady at {rate}/s: {system.name}", file=sys.stderr)
-            result = run_one(system, "steady", admin_url, sizes, {"rate": rate})
+            result = run_one(system, "steady", admin_url, sizes, {"rate": rate}, errors)
             if result is not None:
                 results["steady"][system.name] = [result]
     with scratch_database(admin_url, prefix="cmp_facts", migrate=False) as url:
@@ -532,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     facts["sizes"] = sizes
     facts["repetitions"] = reps
     facts["wall_seconds"] = round(time.monotonic() - started)
+    facts["errors"] = errors
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps({"facts": facts, "results": results}, indent=1))

@@ -97,7 +97,12 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
     steady = results.get("steady", {})
     if steady:
         lines += ["", "Steady state rates (half of each system's 2-process drain): "
-                  + ", ".join(f"{s} {r[0]['rate']:,.0f} jobs/s for {r[0]['seconds']:.0f} s" for s, r in steady.items())]
+                  + ", ".join(f"{s} {r[0]['rate']:,.0f} jobs/s for {r[0]['seconds']:.0f} s"
+                              + (f" ({r[0]['missing']:,} jobs still not started {max(30, r[0]['seconds']):.0f} s "
+                                 "after the producers stopped: it fell behind)" if r[0].get("missing") else "")
+                              for s, r in steady.items())]
+    if facts.get("errors"):
+        lines += ["", "Failed runs (left out of the table): " + "; ".join(facts["errors"])]
     lines += ["", "| target (this run's medians) | ratio | met |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in ratios(results)]
     lines += ["", "Sizes: " + ", ".join(f"{k}={v}" for k, v in facts["sizes"].items())
