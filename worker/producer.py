@@ -73,7 +73,22 @@ class JobSpec(NamedTuple):
     max_attempts: int
 
 
+# Queue names already validated in this process: a bulk enqueue names the same few queues
+# thousands of times. Bounded, so a producer inventing names cannot grow it without limit.
+_VALID_QUEUES: set[str] = set()
+_VALID_QUEUES_MAX = 1024
+
+
 def _validate_queue(queue: object) -> str:
+    if type(queue) is str and queue in _VALID_QUEUES:
+        return queue
+    checked = _check_queue(queue)
+    if len(_VALID_QUEUES) < _VALID_QUEUES_MAX:
+        _VALID_QUEUES.add(checked)
+    return checked
+
+
+def _check_queue(queue: object) -> str:
     if not isinstance(queue, str) or not queue.strip():
         raise EnqueueError("queue name must be a non-empty string")
     if len(queue) > MAX_QUEUE_NAME:
@@ -115,8 +130,11 @@ def serialize_payload(payload: Any, max_bytes: int) -> str:
     # text with it (a NUL, or a literal backslash-u0000) pays for the walk that tells which.
     if "\\u0000" in text and _contains_nul(payload):
         raise EnqueueError("payload must not contain NUL (\\u0000) characters: jsonb cannot store them")
-    _require_utf8("payload", text)
-    size = len(text.encode("utf-8"))
+    if text.isascii():  # most payloads: one C-level check, no encoded copy
+        size = len(text)
+    else:
+        _require_utf8("payload", text)
+        size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise EnqueueError(
             f"payload is {size} bytes, over the limit of {max_bytes} (SKIPLOCK_MAX_PAYLOAD_BYTES); "
@@ -181,14 +199,13 @@ def build_spec(
         if len(unique_key) > MAX_UNIQUE_KEY or "\x00" in unique_key:
             raise EnqueueError(f"unique_key must be at most {MAX_UNIQUE_KEY} characters, without NUL")
         _require_utf8("unique_key", unique_key)
-    return JobSpec(
-        queue=_validate_queue(queue),
-        payload_json=serialize_payload(payload, max_payload_bytes),
-        priority=_validate_int("priority", priority),
-        run_at=_validate_when(run_at, delay),
-        unique_key=unique_key,
-        max_attempts=_validate_int("max_attempts", default_max_attempts if max_attempts is None
-                                   else max_attempts, minimum=1),
+    return JobSpec(  # positional: keyword construction of a NamedTuple costs more, per job
+        _validate_queue(queue),
+        serialize_payload(payload, max_payload_bytes),
+        _validate_int("priority", priority),
+        None if run_at is None and delay is None else _validate_when(run_at, delay),
+        unique_key,
+        _validate_int("max_attempts", default_max_attempts if max_attempts is None else max_attempts, minimum=1),
     )
 
 
@@ -303,7 +320,8 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
     statement-level NOTIFY trigger fires for COPY as for INSERT.
     """
     with conn.cursor() as cur:
-        ids = [row[0] for row in cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchall()]
+        reserved = cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
+        ids: list[int] = reserved[0] if reserved else []
         with cur.copy(queries.COPY_JOBS) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
                 copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts))

@@ -43,7 +43,12 @@ RETURNING id
 
 # enqueue_many's COPY path for big batches of plain jobs: ids reserved first (COPY returns
 # none), then every row streamed in one COPY; run_at, status and the rest take their defaults.
-RESERVE_JOB_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(n)s)"
+# The sequence is looked up once (MATERIALIZED): written inline, pg_get_serial_sequence ran per
+# row and took ~80% of this statement (160-250 ms vs ~25 ms for 20,000 ids here). One array, one row.
+RESERVE_JOB_IDS = """
+WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS s)
+SELECT array_agg(nextval(seq.s)) FROM seq, generate_series(1, %(n)s)
+"""
 COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts) FROM STDIN"
 
 # ---- workers -----------------------------------------------------------------------------------
