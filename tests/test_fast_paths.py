@@ -70,31 +70,35 @@ def _plan(conn: psycopg.Connection, statement: str, params: dict[str, object]) -
 
 @pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
 @pytest.mark.parametrize("analyzed", ["with_all_queued", "while_empty"])
-def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(conn, plan_cache_mode, analyzed):
+def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(fresh_db_url, plan_cache_mode,
+                                                                               analyzed):
     # Statistics taken while every job was queued make the planner believe one job runs; a
     # fence written as `status = 'running'` then walked all of jobs_lease_idx per ack (seconds
     # per ack in the seed recipe). Statistics of an empty table (a backlog enqueued since)
     # made it scan the table per ack instead, or join the batch against a whole-index scan.
     # Every ack and heartbeat must find each row by a primary-key probe (worker/queries.py).
-    if analyzed == "while_empty":
-        conn.execute("VACUUM ANALYZE jobs")
-    conn.execute("INSERT INTO jobs (queue, payload) SELECT 't1', '{}' FROM generate_series(1, 20000)")
-    if analyzed == "with_all_queued":
-        conn.execute("ANALYZE jobs")
-    claimed = core.claim(conn, "w1", ["t1"], [30.0], 2000)
-    ids = [job.id for job in claimed[:200]]  # a full ack batch
-    conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")
-    ack = {"worker_id": "w1", "ok_ids": ids, "ok_attempts": [1] * 200, "err_ids": ids[:1], "err_attempts": [1],
-           "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"]}
-    for statement, params in ((queries.ACK_BATCH, ack), (queries.ACK_BATCH_KEEP, ack),
-                              (queries.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200})):
-        plan = _plan(conn, statement, params)
-        assert "jobs_lease_idx" not in plan, plan
-        assert "Seq Scan" not in plan, plan
-        # one primary-key probe per id of the batch, then the row itself by its ctid
-        assert "Index Cond: (id = v.id)" in plan, plan
-        assert "TID Cond: (ctid = f.ctid)" in plan, plan
-    conn.execute("RESET ALL")
-    # and the statements still do their job: the fence holds for the owner only
-    assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == set()
-    assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == {ids[0]}
+    # a database of its own: the statistics made here must not steer other tests' plans
+    with psycopg.connect(fresh_db_url, autocommit=True) as conn:
+        if analyzed == "while_empty":
+            conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("INSERT INTO jobs (queue, payload) SELECT 't1', '{}' FROM generate_series(1, 20000)")
+        if analyzed == "with_all_queued":
+            conn.execute("ANALYZE jobs")
+        claimed = core.claim(conn, "w1", ["t1"], [30.0], 2000)
+        ids = [job.id for job in claimed[:200]]  # a full ack batch
+        conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        ack = {"worker_id": "w1", "ok_ids": ids, "ok_attempts": [1] * 200, "err_ids": ids[:1], "err_attempts": [1],
+               "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"]}
+        for statement, params in ((queries.ACK_BATCH, ack), (queries.ACK_BATCH_KEEP, ack),
+                                  (queries.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
+                                  (queries.RELEASE_OWN, {"worker_id": "w1", "ids": ids})):
+            plan = _plan(conn, statement, params)
+            assert "jobs_lease_idx" not in plan, plan
+            assert "Seq Scan" not in plan, plan
+            # one primary-key probe per id of the batch, then the row itself by its ctid
+            assert "Index Cond: (id = v.id)" in plan, plan
+            assert "TID Cond: (ctid = f.ctid)" in plan, plan
+        conn.execute("RESET ALL")
+        # and the statements still do their job: the fence holds for the owner only
+        assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == set()
+        assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == {ids[0]}

@@ -57,6 +57,8 @@ COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts) FROM STDIN"
 # Per queue, a LATERAL walk of jobs_ready_idx in (priority DESC, run_at, id) order with SKIP
 # LOCKED; paused queues are left out; then the best %(limit)s overall are marked running.
 # The CTE is the optimisation fence that makes Postgres lock only rows it will update.
+# The claimed rows come back in that same order (the worker starts them in it): RETURNING alone
+# follows the join's order, which the planner may change with the statistics.
 _CLAIM = """
 WITH wanted AS (
     SELECT w.queue, w.lease
@@ -75,25 +77,27 @@ WITH wanted AS (
       ) c
      ORDER BY c.priority DESC, c.run_at, c.id
      LIMIT %(limit)s
+), claimed AS (
+    UPDATE jobs j
+       SET status = 'running',
+           attempts = j.attempts + 1,
+           started_at = now(),
+           lease_until = now() + make_interval(secs => picked.lease),
+           worker_id = %(worker_id)s
+      FROM picked
+     WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.payload{payload_cast} AS payload, j.priority, j.attempts, j.max_attempts,
+              j.run_at, j.created_at, j.started_at, j.unique_key, j.lease_until
 )
-UPDATE jobs j
-   SET status = 'running',
-       attempts = j.attempts + 1,
-       started_at = now(),
-       lease_until = now() + make_interval(secs => picked.lease),
-       worker_id = %(worker_id)s
-  FROM picked
- WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload{payload_cast}, j.priority, j.attempts, j.max_attempts, j.run_at,
-          j.created_at, j.started_at, j.unique_key, j.lease_until
+SELECT * FROM claimed ORDER BY priority DESC, run_at, id
 """
 CLAIM = _CLAIM.replace("{payload_cast}", "")
 # The same claim with each payload as its JSON text, for the worker: it decodes in the handler
 # thread, off the claim loop that every job of the process waits behind.
 CLAIM_PAYLOAD_TEXT = _CLAIM.replace("{payload_cast}", "::text")
 
-# ---- rows this worker owns, addressed by id: heartbeat and the ack batch ----------------------
-# Heartbeats and acks name their rows by id, a few hundred at most, and each row must be found
+# ---- rows this worker owns, addressed by id: heartbeat, ack batch, release ---------------------
+# Heartbeats, acks and releases name their rows by id, a few hundred at most, and each row must be found
 # by a primary-key probe. Left to itself the planner does not always do that: statistics taken
 # while few jobs ran (a backlog just enqueued, autovacuum behind) say one row is running and
 # owned by this worker, so it walked all of jobs_lease_idx (0.2-1.4 s per ack in the seed
@@ -134,12 +138,15 @@ _OK_RUNS = f"""unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, att
            {_own_rows(with_attempt=True)}"""
 _FENCE = "j.ctid = f.ctid"
 
+# The successful runs' rows deleted (the delete and the move-to-history variants share it).
+_DELETE_OK_RUNS = f"""DELETE FROM jobs j
+     USING {_OK_RUNS}
+     WHERE {_FENCE}"""
+
 # Successes deleted (the default: no history, least write amplification, seed 000).
 _ACK_OK_DELETE = f"""
 ok AS (
-    DELETE FROM jobs j
-     USING {_OK_RUNS}
-     WHERE {_FENCE}
+    {_DELETE_OK_RUNS}
     RETURNING j.id, j.queue
 )"""
 
@@ -157,9 +164,7 @@ ok AS (
 # DELETE ... RETURNING feeds the INSERT in the same statement, so a row is never in both or neither.
 _ACK_OK_MOVE = f"""
 moved AS (
-    DELETE FROM jobs j
-     USING {_OK_RUNS}
-     WHERE {_FENCE}
+    {_DELETE_OK_RUNS}
     RETURNING j.*
 ), archived AS (
     INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
@@ -215,12 +220,15 @@ ACK_BATCH_TO_HISTORY = "WITH" + _ACK_OK_MOVE + "," + _ACK_ERRORS_AND_STATS
 
 # Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
 # not counted against the job (it was the deploy, not the job), so attempts goes back down.
-RELEASE_OWN = """
-UPDATE jobs
+# Its rows are found like the heartbeat's (by id, through _own_rows).
+RELEASE_OWN = f"""
+UPDATE jobs j
    SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
-       attempts = greatest(attempts - 1, 0)
- WHERE id = ANY(%(ids)s::bigint[]) AND worker_id = %(worker_id)s AND status = 'running'
-RETURNING id
+       attempts = greatest(j.attempts - 1, 0)
+  FROM unnest(%(ids)s::bigint[]) AS v(id)
+       {_own_rows(with_attempt=False)}
+ WHERE j.ctid = f.ctid
+RETURNING j.id
 """
 
 # ---- reaper and operators ---------------------------------------------------------------------

@@ -137,8 +137,8 @@ class Worker:
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        # The ack and the heartbeat lock the same running rows from two connections, in different
-        # orders (index order vs. array order): concurrently they deadlock (PostgreSQL aborts one
+        # The ack, the heartbeat and the shutdown release lock the same running rows from different
+        # connections, in different orders: concurrently they deadlock (PostgreSQL aborts one
         # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
         self._row_writes = threading.Lock()
         self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
