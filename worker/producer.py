@@ -99,10 +99,11 @@ def _check_queue(queue: object) -> str:
     return queue
 
 
-def _require_utf8(what: str, text: str) -> None:
-    """Lone surrogates (e.g. U+D800) are valid Python str but not UTF-8: PostgreSQL cannot store them."""
+def _require_utf8(what: str, text: str) -> bytes:
+    """`text` as UTF-8. Lone surrogates (e.g. U+D800) are valid Python str but not UTF-8:
+    PostgreSQL cannot store them, so they are an EnqueueError."""
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise EnqueueError(f"{what} is not valid Unicode text: {exc.reason} at position {exc.start}") from None
 
@@ -130,11 +131,8 @@ def serialize_payload(payload: Any, max_bytes: int) -> str:
     # text with it (a NUL, or a literal backslash-u0000) pays for the walk that tells which.
     if "\\u0000" in text and _contains_nul(payload):
         raise EnqueueError("payload must not contain NUL (\\u0000) characters: jsonb cannot store them")
-    if text.isascii():  # most payloads: one C-level check, no encoded copy
-        size = len(text)
-    else:
-        _require_utf8("payload", text)
-        size = len(text.encode("utf-8"))
+    # most payloads are ASCII: one C-level check, and no encoded copy just to measure the size
+    size = len(text) if text.isascii() else len(_require_utf8("payload", text))
     if size > max_bytes:
         raise EnqueueError(
             f"payload is {size} bytes, over the limit of {max_bytes} (SKIPLOCK_MAX_PAYLOAD_BYTES); "
@@ -203,7 +201,7 @@ def build_spec(
         _validate_queue(queue),
         serialize_payload(payload, max_payload_bytes),
         _validate_int("priority", priority),
-        None if run_at is None and delay is None else _validate_when(run_at, delay),
+        _validate_when(run_at, delay),
         unique_key,
         _validate_int("max_attempts", default_max_attempts if max_attempts is None else max_attempts, minimum=1),
     )
