@@ -79,6 +79,20 @@ def wait_backends(url: str, count: int, procs: list[subprocess.Popen[bytes]]) ->
     time.sleep(0.5)  # their first dequeue/LISTEN happens right after connecting
 
 
+def peer_drain(peer: str, url: str, processes: int, batch: int, fill: Callable[[], object], jobs: int,
+               table: str, timeout: float) -> dict[str, Any]:
+    """Workload 3 for a peer: idle workers first, then `fill()` enqueues `jobs`; time until `table` is empty."""
+    procs = peer_procs(peer, url, processes, batch)
+    try:
+        wait_backends(url, processes, procs)
+        fill()
+        committed = time.monotonic()
+        done = wait_empty(url, timeout=timeout, table=table)
+    finally:
+        stop(procs)
+    return _rate(jobs, done - committed)
+
+
 def as_url(conninfo: str) -> str:
     """A libpq key=value string as a postgresql:// URL (asyncpg only reads URLs)."""
     from urllib.parse import quote
@@ -210,15 +224,8 @@ class PgQueuer(System):
         return _rate(s["bulk"], asyncio.run(_pgq_bulk(url, s["bulk"]))) if self.with_enqueue else None
 
     def _drain(self, url: str, jobs: int, processes: int) -> dict[str, Any]:
-        procs = peer_procs("pgqueuer", url, processes, self.batch)
-        try:
-            wait_backends(url, processes, procs)
-            asyncio.run(_pgq_bulk(url, jobs))
-            committed = time.monotonic()
-            done = wait_empty(url, timeout=max(60.0, jobs / 100), table="pgqueuer")
-        finally:
-            stop(procs)
-        return _rate(jobs, done - committed)
+        return peer_drain("pgqueuer", url, processes, self.batch, lambda: asyncio.run(_pgq_bulk(url, jobs)),
+                          jobs, "pgqueuer", timeout=max(60.0, jobs / 100))
 
     def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return self._drain(url, s["drain"], 1)
@@ -317,15 +324,8 @@ class Procrastinate(System):
         return _rate(s["bulk"], self._bulk(url, s["bulk"]))
 
     def _drain(self, url: str, jobs: int, processes: int) -> dict[str, Any]:
-        procs = peer_procs("procrastinate", url, processes, 10)
-        try:
-            wait_backends(url, processes, procs)
-            self._bulk(url, jobs)
-            committed = time.monotonic()
-            done = wait_empty(url, timeout=max(60.0, jobs / 20), table="procrastinate_jobs")
-        finally:
-            stop(procs)
-        return _rate(jobs, done - committed)
+        return peer_drain("procrastinate", url, processes, 10, lambda: self._bulk(url, jobs), jobs,
+                          "procrastinate_jobs", timeout=max(60.0, jobs / 20))
 
     def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return self._drain(url, s["drain_slow"], 1)
