@@ -366,18 +366,21 @@ COUNT_FINISHED_MATCHING = f"""
 SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {FINISHED_MATCH} LIMIT %(cap)s) AS m
 """
 
-# One bounded batch of "retry all matching": the next %(limit)s matching ids after %(after)s,
-# locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
-# same transition as RETRY_FINISHED. Walking by id guarantees progress and a bounded statement.
-RETRY_MATCHING_BATCH = f"""
-WITH batch AS (
+# The next %(limit)s matching finished ids after %(after)s, locked: the batch both bulk actions walk.
+_MATCHING_BATCH = f"""WITH batch AS (
     SELECT id FROM jobs
      WHERE {FINISHED_MATCH} AND id > %(after)s
      ORDER BY id
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs j
+"""
+
+# One bounded batch of "retry all matching": the next %(limit)s matching ids after %(after)s,
+# locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
+# same transition as RETRY_FINISHED. Walking by id guarantees progress and a bounded statement.
+RETRY_MATCHING_BATCH = f"""
+{_MATCHING_BATCH}UPDATE jobs j
    SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
        worker_id = NULL, lease_until = NULL
   FROM batch
@@ -387,14 +390,7 @@ RETURNING j.id, j.queue
 
 # One bounded batch of "purge all matching" (see RETRY_MATCHING_BATCH).
 PURGE_MATCHING_BATCH = f"""
-WITH batch AS (
-    SELECT id FROM jobs
-     WHERE {FINISHED_MATCH} AND id > %(after)s
-     ORDER BY id
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
-)
-DELETE FROM jobs j
+{_MATCHING_BATCH}DELETE FROM jobs j
  USING batch
  WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
 RETURNING j.id, j.queue
