@@ -145,6 +145,7 @@ class Worker:
         self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
         self._idle = threading.Condition(self._lock)  # notified when the last running handler ends
         self._outcomes: queue_mod.SimpleQueue[core.Outcome] = queue_mod.SimpleQueue()
+        self._ack_full = threading.Event()  # a whole ack batch is waiting: flush before the interval ends
         self._acker_done = threading.Event()  # set at the very end of shutdown: stops acker/heartbeat
         self._skip_grace = False
         self._exit_hard = False
@@ -422,6 +423,8 @@ class Worker:
             free = capacity - len(self._inflight)
             idle = not self._inflight
         self._outcomes.put(outcome)
+        if self._outcomes.qsize() >= self.settings.ack_batch and not self._ack_full.is_set():
+            self._ack_full.set()
         if (free >= threshold or idle) and not self._wake.is_set():
             self._wake.set()
 
@@ -446,12 +449,14 @@ class Worker:
                     if self._acker_done.is_set():
                         return
                     continue
-            deadline = time.monotonic() + self.settings.ack_interval
+            # Gather for one ack interval, then take what has arrived. Waiting on the queue itself
+            # would wake this thread once per finished job (a futex wake and a GIL hand-off per
+            # job); _finish sets _ack_full instead once a whole batch is waiting.
+            self._ack_full.wait(self.settings.ack_interval)
+            self._ack_full.clear()
             while len(pending) < self.settings.ack_batch:
-                remaining = deadline - time.monotonic()
                 try:
-                    pending.append(self._outcomes.get(timeout=max(remaining, 0)) if remaining > 0
-                                   else self._outcomes.get_nowait())
+                    pending.append(self._outcomes.get_nowait())
                 except queue_mod.Empty:
                     break
             if self._flush(pending):
