@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psycopg
+import pytest
 
 from tests.helpers import scalar
 from worker import core, enqueue, enqueue_many
@@ -42,6 +44,23 @@ def test_claim_order_is_priority_then_run_at_then_id_across_queues(db_url):
     order += [j.id for j in _claim(db_url, "w", queues=("t1", "t2"), limit=3)]
     assert order[0] == ids[1]  # priority 5, enqueued first
     assert order[1:] == [ids[2], ids[0], ids[3]]
+
+
+def test_lean_claim_returns_what_the_worker_needs_in_the_same_order(db_url, conn):
+    ids = enqueue_many([{"queue": "t1", "payload": {"n": n}, "priority": n % 3, "max_attempts": 4}
+                        for n in range(6)])
+    lean = core.claim(conn, "w", ["t1"], [30.0], 6, payload_as_text=True, with_context=False)
+    assert sorted(j.id for j in lean) == sorted(ids)
+    # priority DESC, then enqueue order: the same order the full claim promises
+    assert [j.id for j in lean] == [ids[2], ids[5], ids[1], ids[4], ids[0], ids[3]]
+    first = lean[0]
+    assert (first.queue, json.loads(first.payload), first.attempts, first.max_attempts) == ("t1", {"n": 2}, 1, 4)
+    # the JobContext columns are not claimed (no timestamps decoded per row)
+    assert (first.priority, first.run_at, first.created_at, first.started_at, first.unique_key) == (None,) * 5
+    running = conn.execute("SELECT count(*) FROM jobs WHERE status = 'running' AND worker_id = 'w'").fetchone()[0]
+    assert running == 6
+    with pytest.raises(ValueError, match="as text only"):
+        core.claim(conn, "w", ["t1"], [30.0], 1, with_context=False)
 
 
 def test_scheduled_jobs_are_not_claimed_before_run_at(db_url):

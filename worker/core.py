@@ -25,19 +25,19 @@ log = logging.getLogger("skiplock.core")
 # job on the worker's hot path, and a frozen dataclass sets every field through object.__setattr__
 # (~5x slower). Both stay immutable and are read by attribute.
 class ClaimedJob(NamedTuple):
-    """A job this worker now owns until lease_until."""
+    """A job this worker now owns until its lease ends (heartbeats extend it)."""
 
     id: int
     queue: str
     payload: Any
-    priority: int
     attempts: int
     max_attempts: int
-    run_at: datetime
-    created_at: datetime
-    started_at: datetime
-    unique_key: str | None
-    lease_until: datetime
+    # Claimed only with `with_context` (a handler's JobContext needs them); None otherwise.
+    priority: int | None = None
+    run_at: datetime | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    unique_key: str | None = None
 
 
 class Outcome(NamedTuple):
@@ -59,18 +59,26 @@ def claim(
     limit: int,
     *,
     payload_as_text: bool = False,
+    with_context: bool = True,
 ) -> list[ClaimedJob]:
     """queued -> running for up to `limit` ready jobs of `queues` (paused queues skipped).
 
     With `payload_as_text` each payload is left as its JSON text: the worker decodes it in the
-    handler thread, off the claim loop that every job of the process waits behind.
+    handler thread, off the claim loop that every job of the process waits behind. Without
+    `with_context` only id, queue, payload and attempts come back (the worker's lean claim).
     """
     if limit <= 0 or not queues:
         return []
-    statement = queries.CLAIM_PAYLOAD_TEXT if payload_as_text else queries.CLAIM
+    if not with_context:
+        if not payload_as_text:
+            raise ValueError("the lean claim returns payloads as text only")
+        statement = queries.CLAIM_LEAN_TEXT
+    else:
+        statement = queries.CLAIM_PAYLOAD_TEXT if payload_as_text else queries.CLAIM
     rows = conn.execute(statement, {"queues": list(queues), "leases": [float(x) for x in leases],
                                     "limit": limit, "worker_id": worker_id}).fetchall()
-    return list(map(ClaimedJob._make, rows))
+    # ClaimedJob(*row), not _make: a lean row has fewer fields than the tuple, the rest default
+    return [ClaimedJob(*row) for row in rows]
 
 
 def heartbeat(

@@ -127,6 +127,8 @@ class Worker:
         self.queues = self._resolve_queues(queues)
         self.tasks: dict[str, Task] = {q: t for q in self.queues if (t := registry.get(q)) is not None}
         self.leases = [self._lease_for(q) for q in self.queues]
+        # Claim the JobContext columns only when some handler declares `job` (see core.claim).
+        self._wants_context = any(t.wants_job for t in self.tasks.values())
         self.worker_id = make_worker_id()
         self.counters = Counters()
         self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
@@ -332,7 +334,8 @@ class Worker:
         assert self.pool is not None
         started = time.perf_counter()
         with self.pool.connection() as conn:
-            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True)
+            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True,
+                              with_context=self._wants_context)
         elapsed = time.perf_counter() - started
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
             self.sizing.observe_claim(elapsed)
@@ -388,6 +391,9 @@ class Worker:
         self._finish(job, outcome, duration_ms)
 
     def _context(self, job: core.ClaimedJob) -> JobContext:
+        # claimed with its context columns: a handler that declares `job` makes _wants_context true
+        assert job.priority is not None and job.run_at is not None
+        assert job.created_at is not None and job.started_at is not None
         return JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
                           job.created_at, job.started_at, job.unique_key, self.worker_id)
 
