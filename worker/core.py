@@ -51,6 +51,17 @@ class Outcome(NamedTuple):
     error: str | None = None
 
 
+def number_array(values: Sequence[int] | Sequence[float]) -> str:
+    """Numbers as a PostgreSQL array literal, for a `%s::bigint[]`, `::int[]` or `::float8[]` parameter.
+
+    psycopg dumps a list element by element in Python (a regex check per element for quoting):
+    ~1 us each, so ~90 us of the ~200 us of client CPU an ack of 100 jobs cost, on the worker's
+    hot path. Numbers need no quoting and str.join runs in C; the server parses the literal
+    through the statement's cast.
+    """
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def claim(
     conn: psycopg.Connection,
     worker_id: str,
@@ -75,7 +86,7 @@ def claim(
         statement = queries.CLAIM_LEAN_TEXT
     else:
         statement = queries.CLAIM_PAYLOAD_TEXT if payload_as_text else queries.CLAIM
-    rows = conn.execute(statement, {"queues": list(queues), "leases": [float(x) for x in leases],
+    rows = conn.execute(statement, {"queues": list(queues), "leases": number_array([float(x) for x in leases]),
                                     "limit": limit, "worker_id": worker_id}).fetchall()
     # ClaimedJob(*row), not _make: a lean row has fewer fields than the tuple, the rest default
     return [ClaimedJob(*row) for row in rows]
@@ -87,7 +98,8 @@ def heartbeat(
     """Extend leases of this worker's running jobs; return the ids whose lease is still ours."""
     if not ids:
         return set()
-    rows = conn.execute(queries.HEARTBEAT, {"ids": list(ids), "leases": [float(x) for x in leases],
+    rows = conn.execute(queries.HEARTBEAT, {"ids": number_array(ids),
+                                            "leases": number_array([float(x) for x in leases]),
                                             "worker_id": worker_id}).fetchall()
     return {row[0] for row in rows}
 
@@ -109,10 +121,10 @@ def ack_batch(
     errors = [o for o in outcomes if o.status != "ok"]
     params = {
         "worker_id": worker_id,
-        "ok_ids": [o.job_id for o in ok],
-        "ok_attempts": [o.attempt for o in ok],
-        "err_ids": [o.job_id for o in errors],
-        "err_attempts": [o.attempt for o in errors],
+        "ok_ids": number_array([o.job_id for o in ok]),
+        "ok_attempts": number_array([o.attempt for o in ok]),
+        "err_ids": number_array([o.job_id for o in errors]),
+        "err_attempts": number_array([o.attempt for o in errors]),
         "err_status": [o.status for o in errors],
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
@@ -131,7 +143,7 @@ def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) ->
     """running -> queued now, for this worker's unfinished jobs at graceful shutdown."""
     if not ids:
         return []
-    rows = conn.execute(queries.RELEASE_OWN, {"ids": list(ids), "worker_id": worker_id}).fetchall()
+    rows = conn.execute(queries.RELEASE_OWN, {"ids": number_array(ids), "worker_id": worker_id}).fetchall()
     return [row[0] for row in rows]
 
 
