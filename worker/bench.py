@@ -185,15 +185,49 @@ def stop_processes(procs: Sequence[subprocess.Popen[bytes]], grace: float = 30.0
             proc.wait()
 
 
-def wait_for_probes(probe: ProbeReceiver, sent: int, timeout: float) -> int:
-    """Wait up to `timeout` s for `sent` probes; return how many are still missing (0: all came).
+# The seed recipe and the steady state sample the latency of every 10th job: a probe per job
+# would spend a sizeable share of the CPU being measured (the receiver alone took ~20% of a core
+# at 6,000 jobs/s, and the steady state runs at 10,000-20,000 jobs/s).
+PROBE_EVERY = 10
+
+
+def steady_payload(seq: int, enqueued_at: float) -> dict[str, Any]:
+    """Job `seq` of a steady-state run: every PROBE_EVERY-th reports its start, the rest are no-ops."""
+    return {"p": seq, "t": enqueued_at} if seq % PROBE_EVERY == 0 else {"t": enqueued_at}
+
+
+def wait_for_steady_probes(probe: ProbeReceiver, sent: int, timeout: float) -> int:
+    """Wait up to `timeout` s for the probes of `sent` steady-state jobs; return ~how many jobs never started.
 
     A system that fell behind its offered rate may still be draining: that is a result to
-    report (the latency of what arrived, and how much had not), not an error.
+    report (the latency of what arrived, and how much had not), not an error. Only every
+    PROBE_EVERY-th job reports, so the count of jobs not started is estimated from the probes.
     """
+    expected = (sent + PROBE_EVERY - 1) // PROBE_EVERY
     with contextlib.suppress(TimeoutError):
-        wait_until(lambda: len(probe.samples) >= sent, timeout, "the last steady-state jobs")
-    return max(0, sent - len(probe.samples))
+        wait_until(lambda: len(probe.samples) >= expected, timeout, "the last steady-state jobs")
+    return max(0, expected - len(probe.samples)) * PROBE_EVERY
+
+
+def wait_acked(url: str, jobs: int, timeout: float) -> float:
+    """Block until skiplock has acked `jobs` bench jobs; return the monotonic time it was first seen.
+
+    Polls job_stats, which each ack batch updates in the same transaction that deletes its jobs,
+    so "all acked" there is "the queue is empty" in `jobs`. Asking `jobs` itself every 5 ms costs
+    far more: a drained table is all dead rows, and each poll walked them (~5% of PostgreSQL's
+    CPU in a 2-process drain, taken from the system being measured).
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        def acked() -> bool:
+            row = conn.execute("SELECT coalesce(sum(completed + failed + dead), 0) FROM job_stats "
+                               "WHERE queue = %s", (BENCH_QUEUE,)).fetchone()
+            return row is not None and row[0] >= jobs
+        wait_until(acked, timeout, "every bench job to be acked", interval=0.005)
+        done = time.monotonic()
+        left = conn.execute("SELECT count(*) FROM jobs WHERE queue = %s", (BENCH_QUEUE,)).fetchone()
+    if left and left[0]:
+        raise RuntimeError(f"job_stats counted {jobs} acks but {left[0]} bench jobs are still in the table")
+    return done
 
 
 def wait_empty(url: str, timeout: float, table: str = "jobs") -> float:
@@ -287,7 +321,7 @@ def drain(url: str, jobs: int, processes: int, concurrency: int = 50, batch: int
     clear_jobs(url)
     with skiplock_workers(url, processes, concurrency=concurrency, batch_size=batch):
         committed = seed_jobs(url, jobs)
-        done = wait_empty(url, timeout=max(60.0, jobs / 100))
+        done = wait_acked(url, jobs, timeout=max(60.0, jobs / 100))
     elapsed = done - committed
     return {"jobs": jobs, "processes": processes, "concurrency": concurrency, "batch": batch,
             "seconds": elapsed, "jobs_per_s": jobs / elapsed}
@@ -334,9 +368,6 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
     return statistics.median(times)
 
 
-PROBE_EVERY = 10  # the seed recipe samples the wait of every 10th job
-
-
 def recipe(url: str, jobs: int = 100_000, parallelism: int = 32, batch: int = 50, processes: int = 2,
            handle_seconds: float = 0.0035) -> dict[str, Any]:
     """Workload 5, seed 000's recipe: random priorities, 2-5 ms handlers, parallelism 32, batch 50."""
@@ -347,12 +378,10 @@ def recipe(url: str, jobs: int = 100_000, parallelism: int = 32, batch: int = 50
         with skiplock_workers(url, processes, probe.port, concurrency=parallelism // processes,
                               batch_size=batch):
             seeded_wall = time.time()
-            # one job in PROBE_EVERY reports its start: a probe per job would spend a sizeable share
-            # of the CPU being measured (the receiver alone took ~20% of a core at 6,000 jobs/s)
             payload = (f"CASE WHEN g %% {PROBE_EVERY} = 0 THEN jsonb_build_object('s', 1, 'p', g) "
                        "ELSE jsonb_build_object('s', 1) END")
             committed = seed_jobs(url, jobs, payload, "(random()*10)::int")
-            done = wait_empty(url, timeout=max(120.0, jobs / 200))
+            done = wait_acked(url, jobs, timeout=max(120.0, jobs / 200))
             with psycopg.connect(url, autocommit=True) as conn:
                 reaped = conn.execute("SELECT coalesce(sum(reaped), 0) FROM job_stats").fetchone()[0]  # type: ignore[index]
     finally:
@@ -387,14 +416,14 @@ def steady(url: str, rate: float, seconds: float = 60.0, processes: int = 2, tic
                 due = int(rate * (now - start)) - sent  # catch up if a tick ran late
                 if due > 0:
                     stamp = time.time()
-                    enqueue_many([(BENCH_QUEUE, {"p": sent + i, "t": stamp}) for i in range(due)], conn=conn)
+                    enqueue_many([(BENCH_QUEUE, steady_payload(sent + i, stamp)) for i in range(due)], conn=conn)
                     sent += due
                 if now >= next_sample:
                     count = mon.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()[0]  # type: ignore[index]
                     depth.append((round(now - start, 2), int(count)))
                     next_sample += 0.5
                 time.sleep(max(0.0, tick - (time.monotonic() - now)))  # pacing
-            missing = wait_for_probes(probe, sent, max(30.0, seconds))
+            missing = wait_for_steady_probes(probe, sent, max(30.0, seconds))
     finally:
         probe.close()
     lat = [(started - enq) * 1000 for enq, started in probe.samples.values()]

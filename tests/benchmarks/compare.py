@@ -35,9 +35,10 @@ from worker.bench import (
     ProbeReceiver,
     percentile,
     scratch_database,
+    steady_payload,
     stop_processes,
     wait_empty,
-    wait_for_probes,
+    wait_for_steady_probes,
     wait_until,
 )
 
@@ -270,7 +271,7 @@ async def _pgq_steady(url: str, rate: float, seconds: float, probe: ProbeReceive
         due = int(rate * (now - start)) - sent
         if due > 0:
             stamp = time.time()
-            await q.enqueue(["bench"] * due, [json.dumps({"p": sent + i, "t": stamp}).encode() for i in range(due)],
+            await q.enqueue(["bench"] * due, [json.dumps(steady_payload(sent + i, stamp)).encode() for i in range(due)],
                             [0] * due)
             sent += due
         if now >= next_sample:
@@ -280,7 +281,7 @@ async def _pgq_steady(url: str, rate: float, seconds: float, probe: ProbeReceive
         await asyncio.sleep(max(0.0, 0.02 - (time.monotonic() - now)))
     await conn.close()
     await mon.close()
-    missing = wait_for_probes(probe, sent, max(30.0, seconds))
+    missing = wait_for_steady_probes(probe, sent, max(30.0, seconds))
     lat = [(st - enq) * 1000 for enq, st in probe.samples.values()]
     return {"rate": rate, "seconds": seconds, "sent": sent, "received": len(lat), "missing": missing,
             "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99), "depth": depth}

@@ -98,7 +98,7 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
     if steady:
         lines += ["", "Steady state rates (half of each system's 2-process drain): "
                   + ", ".join(f"{s} {r[0]['rate']:,.0f} jobs/s for {r[0]['seconds']:.0f} s"
-                              + (f" ({r[0]['missing']:,} jobs still not started {max(30, r[0]['seconds']):.0f} s "
+                              + (f" (~{r[0]['missing']:,} jobs still not started {max(30, r[0]['seconds']):.0f} s "
                                  "after the producers stopped: it fell behind)" if r[0].get("missing") else "")
                               for s, r in steady.items())]
     if facts.get("errors"):
