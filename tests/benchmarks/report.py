@@ -106,7 +106,12 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
     lines += ["", "| target (this run's medians) | ratio | met |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in ratios(results)]
     lines += ["", "Sizes: " + ", ".join(f"{k}={v}" for k, v in facts["sizes"].items())
-              + " (Procrastinate drains drain_slow jobs; it is ~40x slower)."]
+              + " (Procrastinate drains drain_slow jobs; it is ~40x slower).",
+              "", "A drain ends: for skiplock when job_stats has counted every ack (each ack batch updates it "
+              "in the transaction that deletes its jobs; the table is then checked empty), for PgQueuer and "
+              "Procrastinate when their job table is empty (polled every 5 ms), for the raw loop and pgbench "
+              "when their processes exit on an empty claim. The steady state and the seed recipe time every "
+              "10th job."]
     return "\n".join(lines) + "\n"
 
 
