@@ -31,6 +31,19 @@ def test_four_workers_drain_10000_jobs_each_exactly_once(conn, spawn_worker):
         assert w.terminate() == 0
 
 
+def test_a_full_ack_batch_is_written_at_once_and_the_rest_at_the_interval_or_shutdown(conn, spawn_worker):
+    # a 10-minute ack interval: only a full batch (5) or the shutdown can write these outcomes in time
+    worker = spawn_worker("--concurrency", "5", SKIPLOCK_ACK_INTERVAL_MS="600000", SKIPLOCK_ACK_BATCH="5")
+    enqueue_many([("t1", {"n": i}) for i in range(5)])
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60, message="the full batch acked")
+    late = enqueue_many([("t1", {"n": i}) for i in range(3)])
+    wait_for(lambda: all(i in effects(conn) for i in late), message="the three ran")
+    # ran, but three results are not a batch: they wait for the interval, still leased to the worker
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running' AND id = ANY(%s)", (late,)) == 3
+    assert worker.terminate() == 0
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0  # the graceful shutdown wrote them
+
+
 def test_sigkill_mid_batch_loses_nothing_and_duplicates_only_in_flight(conn, spawn_worker):
     ids = enqueue_many([("t1", {"sleep": 0.02}) for _ in range(600)])
     victim = spawn_worker("--concurrency", "10", "--batch-size", "10", SKIPLOCK_LEASE_SECONDS="2",

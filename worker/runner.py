@@ -148,6 +148,7 @@ class Worker:
         self._idle = threading.Condition(self._lock)  # notified when the last running handler ends
         self._outcomes: queue_mod.SimpleQueue[core.Outcome] = queue_mod.SimpleQueue()
         self._ack_full = threading.Event()  # a whole ack batch is waiting: flush before the interval ends
+        self._ack_holding = 0  # outcomes the acker has taken and is gathering a batch around
         self._acker_done = threading.Event()  # set at the very end of shutdown: stops acker/heartbeat
         self._skip_grace = False
         self._exit_hard = False
@@ -429,7 +430,8 @@ class Worker:
             free = capacity - len(self._inflight)
             idle = not self._inflight
         self._outcomes.put(outcome)
-        if self._outcomes.qsize() >= self.settings.ack_batch and not self._ack_full.is_set():
+        if (self._outcomes.qsize() + self._ack_holding >= self.settings.ack_batch
+                and not self._ack_full.is_set()):
             self._ack_full.set()
         if (free >= threshold or idle) and not self._wake.is_set():
             self._wake.set()
@@ -457,14 +459,19 @@ class Worker:
                     continue
             # Gather for one ack interval, then take what has arrived. Waiting on the queue itself
             # would wake this thread once per finished job (a futex wake and a GIL hand-off per
-            # job); _finish sets _ack_full instead once a whole batch is waiting.
-            self._ack_full.wait(self.settings.ack_interval)
+            # job); _finish sets _ack_full instead once a whole batch is waiting, counting the
+            # outcomes held here. Between taking them and publishing the count, _finish may see
+            # too few, never too many, so the check below covers that moment.
+            self._ack_holding = len(pending)
+            if len(pending) + self._outcomes.qsize() < self.settings.ack_batch:
+                self._ack_full.wait(self.settings.ack_interval)
             self._ack_full.clear()
             while len(pending) < self.settings.ack_batch:
                 try:
                     pending.append(self._outcomes.get_nowait())
                 except queue_mod.Empty:
                     break
+            self._ack_holding = 0  # being written now, no longer waiting for a batch
             if self._flush(pending):
                 pending = []
                 backoff = 0.05
@@ -617,6 +624,7 @@ class Worker:
                 waiting = bool(self._unacked)
             if not waiting and self._outcomes.empty():
                 return
+            self._ack_full.set()  # write what is gathered now: the ack interval may be long
             time.sleep(0.01)
         log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
                     len(self._unacked))
