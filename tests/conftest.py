@@ -6,7 +6,7 @@
   as DATABASE_URL so in-process producers use it.
 - `fresh_db_url` (function): a private copy of the template, dropped after the test (for tests
   that change the schema, e.g. dropping an index).
-- `spawn_worker`: starts real `python -m worker` processes; all are SIGKILLed at teardown.
+- `spawn_worker`: starts real `python -m skiplock` processes; all are SIGKILLed at teardown.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from skiplock.migrate import apply_migrations
 from tests.pgcluster import find_server, with_database
-from worker.migrate import apply_migrations
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,7 +102,7 @@ def db_url(session_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
     monkeypatch.setenv("DATABASE_URL", session_db)
     yield session_db
-    from worker.producer import close_default_pool
+    from skiplock.producer import close_default_pool
 
     close_default_pool()
 
@@ -112,7 +112,7 @@ def fresh_db_url(pg_admin_url: str, template_url: str, monkeypatch: pytest.Monke
     name, url = _clone(pg_admin_url, template_url, "skiplock_fresh")
     monkeypatch.setenv("DATABASE_URL", url)
     yield url
-    from worker.producer import close_default_pool
+    from skiplock.producer import close_default_pool
 
     close_default_pool()
     _drop(pg_admin_url, name)
@@ -125,7 +125,7 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
 
 
 class WorkerProcess:
-    """A real `python -m worker` subprocess with its log in a file."""
+    """A real `python -m skiplock` subprocess with its log in a file."""
 
     def __init__(self, proc: subprocess.Popen[bytes], log_path: Path) -> None:
         self.proc = proc
@@ -167,7 +167,7 @@ def spawn_worker(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerPr
     def spawn(*args: str, url: str | None = None, **settings: str) -> WorkerProcess:
         log_path = tmp_path / f"worker-{len(started)}.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "worker", *args], cwd=REPO,
+            proc = subprocess.Popen([sys.executable, "-m", "skiplock", *args], cwd=REPO,
                                     env=worker_env(url or db_url, **settings), stdout=log,
                                     stderr=subprocess.STDOUT)
         wp = WorkerProcess(proc, log_path)

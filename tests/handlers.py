@@ -18,8 +18,8 @@ from typing import Any
 
 import psycopg
 
-from worker import Discard, PermanentFailure, RetryAfter, task
-from worker.registry import JobContext
+from skiplock import Discard, PermanentFailure, RetryAfter, task
+from skiplock.registry import JobContext
 
 _local = threading.local()
 

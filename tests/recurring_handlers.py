@@ -4,9 +4,9 @@ Workers load it with SKIPLOCK_TASKS=tests.handlers,tests.recurring_handlers; eac
 one test_effects row (tests.handlers.behave), so tests count runs per slot.
 """
 
+from skiplock import task
+from skiplock.recurring_defs import recurring
 from tests.handlers import behave
-from worker import task
-from worker.recurring import recurring
 
 task("rtick")(behave)
 recurring("tick", queue="rtick", every="1s", payload={"tick": True})

@@ -1,4 +1,4 @@
-"""Bad configuration: `python -m worker` exits non-zero with ONE clear line on stderr, no traceback.
+"""Bad configuration: `python -m skiplock` exits non-zero with ONE clear line on stderr, no traceback.
 
 Each case starts a real worker process with a broken environment. The in-process tests below
 check every numeric setting against the values float()/int() would wrongly accept.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from skiplock.cli import main as cli_main
+from skiplock.config import _PARSERS, load_settings
+from skiplock.errors import ConfigError
 from tests.conftest import REPO, worker_env
-from worker.cli import main as cli_main
-from worker.config import _PARSERS, load_settings
-from worker.errors import ConfigError
 
 # A value each setting must reject: a word where a number is expected, a bad choice, a bad list.
 NOT_NAMES = {"SKIPLOCK_TASKS", "SKIPLOCK_QUEUES"}  # any text is a valid list of names
@@ -26,9 +26,9 @@ NUMERIC = [n for n in _PARSERS if n not in NOT_NAMES and n not in BAD_VALUE]
 
 
 def run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `python -m worker`; a worker that starts anyway is killed and fails the test."""
+    """Run `python -m skiplock`; a worker that starts anyway is killed and fails the test."""
     try:
-        return subprocess.run([sys.executable, "-m", "worker", *args], cwd=REPO, env=env,
+        return subprocess.run([sys.executable, "-m", "skiplock", *args], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("the worker started instead of refusing its configuration")

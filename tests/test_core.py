@@ -8,10 +8,10 @@ import threading
 import psycopg
 import pytest
 
+from skiplock import core, enqueue, enqueue_many
+from skiplock.core import Outcome
+from skiplock.reaper import Reaper
 from tests.helpers import scalar
-from worker import core, enqueue, enqueue_many
-from worker.core import Outcome
-from worker.reaper import Reaper
 
 
 def _claim(url: str, worker_id: str, queues=("t1",), limit=10) -> list[core.ClaimedJob]:
@@ -123,7 +123,7 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
 
 
 def reaper_once(url: str):
-    from worker.db import make_pool
+    from skiplock.db import make_pool
 
     pool = make_pool(url, "test-reaper", size=1, open_wait=True)
     try:

@@ -12,12 +12,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tests.helpers import wait_for
-from tests.pgcluster import ThrowawayCluster
-from worker import enqueue, enqueue_many
-from worker.cli import main
-from worker.config import load_settings
-from worker.doctor import (
+from skiplock import enqueue, enqueue_many
+from skiplock.cli import main
+from skiplock.config import load_settings
+from skiplock.doctor import (
     FAIL,
     OK,
     WARN,
@@ -28,7 +26,9 @@ from worker.doctor import (
     check_throughput,
     run_checks,
 )
-from worker.latency import LatencyRecorder
+from skiplock.latency import LatencyRecorder
+from tests.helpers import wait_for
+from tests.pgcluster import ThrowawayCluster
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import logging
 import psycopg
 import pytest
 
+from skiplock import core, enqueue_many, queries
+from skiplock.producer import COPY_THRESHOLD
+from skiplock.runner import SuccessLogBudget
 from tests.helpers import scalar
-from worker import core, enqueue_many, queries
-from worker.producer import COPY_THRESHOLD
-from worker.runner import SuccessLogBudget
 
 
 def test_copy_bulk_enqueue_returns_ids_in_order_with_defaults(conn):

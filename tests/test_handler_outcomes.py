@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from skiplock import enqueue
 from tests.conftest import REPO
 from tests.helpers import scalar, wait_for
-from worker import enqueue
 
 ODD_TASKS = '''
 import asyncio
-from worker import task
+from skiplock import task
 
 class Unprintable:
     def __repr__(self):
@@ -110,8 +110,8 @@ def test_sigint_with_a_job_in_flight_releases_it_and_exits_0(conn, spawn_worker)
 
 
 def test_async_handler_is_refused_at_registration():
-    from worker.errors import ConfigError
-    from worker.registry import task
+    from skiplock.errors import ConfigError
+    from skiplock.registry import task
 
     with pytest.raises(ConfigError, match="is async"):
         @task("never-registered")

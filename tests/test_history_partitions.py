@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from skiplock import core, enqueue_many
+from skiplock.config import load_settings
+from skiplock.db import make_pool
+from skiplock.history import HistoryPartitions, add_months, month_start, partition_name
 from tests.helpers import scalar, wait_for
-from worker import core, enqueue_many
-from worker.config import load_settings
-from worker.db import make_pool
-from worker.history import HistoryPartitions, add_months, month_start, partition_name
 
 SEED_INSERT = """
 INSERT INTO jobs (queue, priority, run_at, unique_key, payload)

@@ -10,15 +10,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from skiplock import core, enqueue, enqueue_many
+from skiplock.config import load_settings
+from skiplock.db import make_pool
+from skiplock.health import HealthServer, liveness
+from skiplock.latency import LatencyRecorder, fold_exited
+from skiplock.metrics import SkiplockCollector, connection_from_url, render
+from skiplock.runner import Worker
 from tests.helpers import scalar, wait_for
 from tests.pgcluster import free_port
-from worker import core, enqueue, enqueue_many
-from worker.config import load_settings
-from worker.db import make_pool
-from worker.health import HealthServer, liveness
-from worker.latency import LatencyRecorder, fold_exited
-from worker.metrics import SkiplockCollector, connection_from_url, render
-from worker.runner import Worker
 
 
 def scrape(url: str, **kwargs) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

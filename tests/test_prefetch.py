@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.prefetch import ClaimSizing
+from skiplock.prefetch import ClaimSizing
 
 
 def measured(slots: int, batch: int, claim: float, handler: float, fixed: int | None = None) -> ClaimSizing:

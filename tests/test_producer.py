@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from skiplock import EnqueueError, core, enqueue, enqueue_many
 from tests.helpers import scalar, wait_for
-from worker import EnqueueError, core, enqueue, enqueue_many
 
 
 def test_enqueue_returns_id_and_stores_every_field(conn):

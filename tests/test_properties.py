@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skiplock import core, enqueue
+from skiplock.backoff import JITTER_FRACTION, backoff_seconds
 from tests.helpers import scalar, wait_for
-from worker import core, enqueue
-from worker.backoff import JITTER_FRACTION, backoff_seconds
 
 # ---- backoff ----------------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from worker import core
-from worker.config import load_settings
-from worker.db import make_pool
-from worker.pruner import Pruner
+from skiplock import core
+from skiplock.config import load_settings
+from skiplock.db import make_pool
+from skiplock.pruner import Pruner
 
 HOUR = 3600.0
 SETTINGS = load_settings(env={}, history_retention=HOUR, dead_retention=24 * HOUR)

@@ -11,14 +11,14 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from skiplock import core, enqueue
+from skiplock.cli import main
+from skiplock.db import make_pool
+from skiplock.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.recurring_service import RecurringService
+from skiplock.recurring_store import prune_slots, slot_key
+from skiplock.schedule import IntervalSchedule
 from tests.helpers import scalar, wait_for
-from worker import core, enqueue
-from worker.cli import main
-from worker.db import make_pool
-from worker.recurring import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
-from worker.recurring_service import RecurringService
-from worker.recurring_store import prune_slots, slot_key
-from worker.schedule import IntervalSchedule
 
 FIVE_MIN = IntervalSchedule(300)
 
@@ -271,8 +271,8 @@ def build_hourly_next(moment: datetime) -> datetime:
 
 
 def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
-    from worker.maintenance import build_scheduler
-    from worker.recurring_service import WAKE_DELAY
+    from skiplock.maintenance import build_scheduler
+    from skiplock.recurring_service import WAKE_DELAY
 
     scheduler = build_scheduler()  # never started: the test only looks at what was armed
     woken: list[int] = []
@@ -288,9 +288,9 @@ def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
 
 def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
     import tests.handlers  # noqa: F401  (registers queue t1)
-    from worker.config import load_settings
-    from worker.recurring_service import install
-    from worker.runner import STARTUP_HOOKS, Worker
+    from skiplock.config import load_settings
+    from skiplock.recurring_service import install
+    from skiplock.runner import STARTUP_HOOKS, Worker
 
     assert install in STARTUP_HOOKS  # registered by `import worker`
     w = Worker(load_settings(), queues=["t1"])  # starts no thread until run(): nothing to shut down

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from worker import ConfigError, task
-from worker.recurring import DEFINITIONS, define, recurring
-from worker.registry import REGISTRY
-from worker.schedule import (
+from skiplock import ConfigError, task
+from skiplock.recurring_defs import DEFINITIONS, define, recurring
+from skiplock.registry import REGISTRY
+from skiplock.schedule import (
     IntervalSchedule,
     build_schedule,
     latest_at_or_before,

@@ -1,7 +1,7 @@
 """The test infrastructure itself: a migrated database and a worker subprocess."""
 
+from skiplock import enqueue
 from tests.helpers import scalar, wait_for
-from worker import enqueue
 
 
 def test_worker_subprocess_runs_a_job(conn, spawn_worker):

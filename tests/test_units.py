@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from worker import backoff
-from worker.backoff import backoff_seconds
-from worker.errors import ConfigError, RetryAfter
-from worker.registry import Registry, Task, task
-from worker.runner import format_error
+from skiplock import backoff
+from skiplock.backoff import backoff_seconds
+from skiplock.errors import ConfigError, RetryAfter
+from skiplock.registry import Registry, Task, task
+from skiplock.runner import format_error
 
 
 def test_backoff_docstring_examples():

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from skiplock import enqueue, enqueue_many
 from tests.helpers import scalar, wait_for
-from worker import enqueue, enqueue_many
 
 pytestmark = pytest.mark.slow
 

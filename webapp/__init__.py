@@ -1,6 +1,6 @@
 """The skiplock operator console: a Flask app factory with one blueprint per area.
 
-Production runs it under gunicorn (`gunicorn 'webapp:create_app()'`, see Procfile); development
+Production runs it under gunicorn (`gunicorn 'skiplock.webapp:create_app()'`, see Procfile); development
 runs `skiplock web`. Every action calls the queue core in `worker/`; the console's own SQL only reads.
 """
 
@@ -13,9 +13,10 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import auth, db, health, web
-from webapp.settings import check_config, session_key, web_config
-from worker.logs import configure_logging
+from skiplock.logs import configure_logging
+from skiplock.resources import static_dir, templates_dir
+from skiplock.webapp import auth, db, health, web
+from skiplock.webapp.settings import check_config, session_key, web_config
 
 log = logging.getLogger("skiplock.console")
 
@@ -25,7 +26,7 @@ BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recur
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     """Build the console; config comes from the environment, then `test_config` overrides it."""
-    app = Flask(__name__, static_folder="../static", template_folder="../templates")
+    app = Flask(__name__, static_folder=str(static_dir()), template_folder=str(templates_dir()))
     app.config.update(web_config())
     if test_config:
         app.config.update(test_config)
@@ -45,5 +46,5 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     web.init_app(app)
     app.add_url_rule("/healthz", "healthz", health.healthz)
     for name in BLUEPRINTS:
-        app.register_blueprint(importlib.import_module(f"webapp.{name}").bp)
+        app.register_blueprint(importlib.import_module(f"skiplock.webapp.{name}").bp)
     return app

@@ -16,8 +16,8 @@ from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.security import check_password_hash
 
-from webapp.settings import Account
-from webapp.web import is_local_path
+from skiplock.webapp.settings import Account
+from skiplock.webapp.web import is_local_path
 
 log = logging.getLogger("skiplock.console.auth")
 

@@ -8,8 +8,8 @@ import secrets
 import shlex
 import sys
 
-from worker.cli import command
-from worker.dev import DEV_PROCESSES
+from skiplock.cli import command
+from skiplock.dev import DEV_PROCESSES
 
 
 def _web_args(p: argparse.ArgumentParser) -> None:
@@ -21,8 +21,8 @@ def _web_args(p: argparse.ArgumentParser) -> None:
 @command("web", "run the operator console with Flask's development server (production: gunicorn, see Procfile)",
          _web_args)
 def _web(args: argparse.Namespace) -> int:
-    from webapp import create_app
-    from worker.logs import configure_logging
+    from skiplock.logs import configure_logging
+    from skiplock.webapp import create_app
 
     configure_logging()
     app = create_app()  # raises ConfigError (one clear line, exit 2) without credentials
@@ -51,7 +51,7 @@ def dev_console(env: dict[str, str]) -> str:
     print(f"skiplock dev: console on http://127.0.0.1:{port}/ - log in with {login}", flush=True)
     python = shlex.quote(sys.executable)
     # one gthread worker is plenty for one operator; the Procfile line is the production shape
-    return (f"{python} -m gunicorn 'webapp:create_app()' --worker-class gthread --workers 1 --threads 4 "
+    return (f"{python} -m gunicorn 'skiplock.webapp:create_app()' --worker-class gthread --workers 1 --threads 4 "
             f"--bind 127.0.0.1:{int(port)} --access-logfile -")
 
 

@@ -9,8 +9,8 @@ import psycopg
 from flask import Flask, current_app
 from psycopg_pool import ConnectionPool
 
-from worker.config import validate_database_url
-from worker.db import connect_kwargs
+from skiplock.config import validate_database_url
+from skiplock.db import connect_kwargs
 
 EXTENSION = "skiplock_pool"
 

@@ -15,9 +15,9 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from webapp import db, filters, queries
-from webapp.web import audit, is_local_path, page
-from worker import core
+from skiplock import core
+from skiplock.webapp import db, filters, queries
+from skiplock.webapp.web import audit, is_local_path, page
 
 bp = Blueprint("dead", __name__, url_prefix="/dead")
 

@@ -7,7 +7,7 @@ import logging
 from flask import Response
 from psycopg_pool import PoolTimeout
 
-from webapp import db
+from skiplock.webapp import db
 
 log = logging.getLogger("skiplock.console")
 

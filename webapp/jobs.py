@@ -7,9 +7,9 @@ from flask import Blueprint, abort, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from webapp import db, filters, queries
-from webapp.web import audit, page
-from worker import core
+from skiplock import core
+from skiplock.webapp import db, filters, queries
+from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
 

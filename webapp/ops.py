@@ -11,11 +11,11 @@ from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from webapp import db
-from webapp.web import page
-from worker.config import load_settings
-from worker.doctor import FAIL, WARN, run_checks
-from worker.metrics import SkiplockCollector, render
+from skiplock.config import load_settings
+from skiplock.doctor import FAIL, WARN, run_checks
+from skiplock.metrics import SkiplockCollector, render
+from skiplock.webapp import db
+from skiplock.webapp.web import page
 
 bp = Blueprint("ops", __name__)
 

@@ -11,8 +11,8 @@ import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from webapp import charts, db, queries
-from webapp.web import page
+from skiplock.webapp import charts, db, queries
+from skiplock.webapp.web import page
 
 bp = Blueprint("overview", __name__)
 

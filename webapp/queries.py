@@ -7,7 +7,7 @@ jobs_lease_idx for running, jobs_finished_idx for dead/failed/succeeded), counts
 
 from __future__ import annotations
 
-from worker import queries as _core_queries
+from skiplock import queries as _core_queries
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
 # jump from one queue name to the next instead of reading every row), running jobs, paused

@@ -1,14 +1,14 @@
 """Recurring schedules: definitions with schedule, next and last fire time and enabled state,
-with pause, resume and run now (all through worker.recurring)."""
+with pause, resume and run now (all through skiplock.recurring_defs)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 
-from webapp import db
-from webapp.web import audit, page
-from worker import recurring
+from skiplock import recurring_defs as recurring
+from skiplock.webapp import db
+from skiplock.webapp.web import audit, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
 

@@ -6,9 +6,9 @@ from flask import Blueprint, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from webapp import db, filters, queries
-from webapp.web import audit, page
-from worker import core
+from skiplock import core
+from skiplock.webapp import db, filters, queries
+from skiplock.webapp.web import audit, page
 
 bp = Blueprint("running", __name__, url_prefix="/running")
 

@@ -6,8 +6,8 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from webapp import db, queries
-from webapp.web import page
+from skiplock.webapp import db, queries
+from skiplock.webapp.web import page
 
 bp = Blueprint("workers", __name__, url_prefix="/workers")
 

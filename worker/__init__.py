@@ -1,13 +1,17 @@
-"""skiplock's queue core and worker.
+"""skiplock: background jobs in PostgreSQL.
 
-Producers: `enqueue`, `enqueue_many`. Handlers: `@task`, and the exceptions that steer a job
-(`PermanentFailure`, `Discard`, `RetryAfter`).
+Producers: `enqueue`, `enqueue_many`. Handlers: `@task`, `recurring`, and the exceptions that steer
+a job (`PermanentFailure`, `Discard`, `RetryAfter`). The console is `skiplock.webapp`.
+
+The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
+this one package at build time (pyproject.toml), so users import one name: `skiplock`.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 # Imported for their side effects: @task's every=/cron= hooks and the worker start-up hook.
-import worker.recurring
-import worker.recurring_service  # noqa: F401
-from worker.errors import (
+import skiplock.recurring_service  # noqa: F401
+from skiplock.errors import (
     ConfigError,
     Discard,
     EnqueueError,
@@ -15,9 +19,15 @@ from worker.errors import (
     RetryAfter,
     SkiplockError,
 )
-from worker.producer import enqueue, enqueue_many
-from worker.registry import JobContext, task
-from worker.status import JobStatus
+from skiplock.producer import enqueue, enqueue_many
+from skiplock.recurring_defs import recurring
+from skiplock.registry import JobContext, task
+from skiplock.status import JobStatus
+
+try:
+    __version__ = version("skiplock")
+except PackageNotFoundError:  # imported from a bare source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ConfigError",
@@ -28,7 +38,9 @@ __all__ = [
     "PermanentFailure",
     "RetryAfter",
     "SkiplockError",
+    "__version__",
     "enqueue",
     "enqueue_many",
+    "recurring",
     "task",
 ]

@@ -1,8 +1,8 @@
-"""`python -m worker` is `skiplock worker`."""
+"""`python -m skiplock` is `skiplock worker`."""
 
 import sys
 
-from worker.cli import main
+from skiplock.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["worker", *sys.argv[1:]]))

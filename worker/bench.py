@@ -1,8 +1,8 @@
 """`skiplock bench`: measure skiplock alone against any PostgreSQL, so users can size their own.
 
 Each workload is one function returning a dict of figures; tests/benchmarks/compare.py reuses
-them for the side-by-side run. Workers are real `python -m worker` processes running
-worker.bench_tasks; handler start times come back over loopback UDP (ProbeReceiver), so the
+them for the side-by-side run. Workers are real `python -m skiplock` processes running
+skiplock.bench_tasks; handler start times come back over loopback UDP (ProbeReceiver), so the
 measurement adds no database work. Commits stay durable (synchronous_commit is not touched).
 """
 
@@ -27,11 +27,10 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from worker.cli import command
-from worker.config import load_settings
+from skiplock.cli import command
+from skiplock.config import load_settings
 
-REPO = Path(__file__).resolve().parent.parent
-# The queue the bench handler (worker.bench_tasks) serves. That module is imported only by the
+# The queue the bench handler (skiplock.bench_tasks) serves. That module is imported only by the
 # bench's own worker processes: importing it here would register the handler in every
 # `skiplock` process, since the CLI imports this module for its command.
 BENCH_QUEUE = "skiplock_bench"
@@ -56,7 +55,7 @@ def scratch_database(url: str, prefix: str = "skiplock_bench", migrate: bool = T
     scratch = with_database(url, name)
     try:
         if migrate:
-            from worker.migrate import apply_migrations
+            from skiplock.migrate import apply_migrations
 
             apply_migrations(scratch)
         yield scratch
@@ -146,8 +145,8 @@ class ProbeReceiver:
 def worker_env(url: str, probe_port: int = 0, **settings: Any) -> dict[str, str]:
     """Environment for a bench worker process: only the settings given, logs to nowhere."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
-    env.update({"DATABASE_URL": url, "SKIPLOCK_TASKS": "worker.bench_tasks", "SKIPLOCK_QUEUES": BENCH_QUEUE,
-                "BENCH_PROBE_PORT": str(probe_port), "PYTHONPATH": str(REPO)})
+    env.update({"DATABASE_URL": url, "SKIPLOCK_TASKS": "skiplock.bench_tasks", "SKIPLOCK_QUEUES": BENCH_QUEUE,
+                "BENCH_PROBE_PORT": str(probe_port)})
     env.update({f"SKIPLOCK_{k.upper()}": str(v) for k, v in settings.items()})
     return env
 
@@ -155,7 +154,7 @@ def worker_env(url: str, probe_port: int = 0, **settings: Any) -> dict[str, str]
 @contextlib.contextmanager
 def skiplock_workers(url: str, processes: int, probe_port: int = 0, **settings: Any) -> Iterator[None]:
     """Start `processes` workers, wait until each is listening, stop them (SIGTERM) at the end."""
-    procs = [subprocess.Popen([sys.executable, "-m", "worker"], cwd=REPO, env=worker_env(url, probe_port, **settings),
+    procs = [subprocess.Popen([sys.executable, "-m", "skiplock"], env=worker_env(url, probe_port, **settings),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(processes)]
     try:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -271,7 +270,7 @@ def _run_threads(counts: list[int], body: Callable[[int], None]) -> float:
 
 def enqueue_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
     """Workload 1: skiplock.enqueue, one job per transaction, from `producers` threads."""
-    from worker.producer import enqueue
+    from skiplock.producer import enqueue
 
     def body(n: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -296,7 +295,7 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
 
 def enqueue_bulk(url: str, jobs: int) -> dict[str, Any]:
     """Workload 2: skiplock.enqueue_many of `jobs` jobs in one call (validation included)."""
-    from worker.producer import enqueue_many
+    from skiplock.producer import enqueue_many
 
     items = [(BENCH_QUEUE, {"n": i}) for i in range(jobs)]
     with psycopg.connect(url, autocommit=True) as conn:
@@ -329,7 +328,7 @@ def drain(url: str, jobs: int, processes: int, concurrency: int = 50, batch: int
 
 def pickup_latency(url: str, jobs: int = 300, gap: float = 0.05) -> dict[str, Any]:
     """Workload 4: one job every `gap` seconds into an idle queue; commit -> handler start."""
-    from worker.producer import enqueue
+    from skiplock.producer import enqueue
 
     clear_jobs(url)
     probe = ProbeReceiver()
@@ -353,7 +352,7 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
 
     The jobs live in a side queue no bench worker serves and are deleted afterwards.
     """
-    from worker import core
+    from skiplock import core
 
     side = BENCH_QUEUE + "_rtt"
     with psycopg.connect(url, autocommit=True) as conn:
@@ -401,7 +400,7 @@ def recipe(url: str, jobs: int = 100_000, parallelism: int = 32, batch: int = 50
 def steady(url: str, rate: float, seconds: float = 60.0, processes: int = 2, tick: float = 0.02,
            concurrency: int = 50, batch: int = 50) -> dict[str, Any]:
     """Workload 6: producers at a fixed rate; end-to-end latency and queue depth over time."""
-    from worker.producer import enqueue_many
+    from skiplock.producer import enqueue_many
 
     clear_jobs(url)
     probe = ProbeReceiver()

@@ -1,4 +1,4 @@
-"""The handler `skiplock bench` runs in its worker processes (SKIPLOCK_TASKS=worker.bench_tasks).
+"""The handler `skiplock bench` runs in its worker processes (SKIPLOCK_TASKS=skiplock.bench_tasks).
 
 One queue, one handler, told by its payload what to do, so every workload uses the same worker:
   {}                      no-op (drain)
@@ -16,8 +16,8 @@ import socket
 import time
 from typing import Any
 
-from worker.bench import BENCH_QUEUE
-from worker.registry import task
+from skiplock.bench import BENCH_QUEUE
+from skiplock.registry import task
 
 _probe_addr: tuple[str, int] | None = None
 _sock: socket.socket | None = None

@@ -14,9 +14,9 @@ from typing import Any
 
 import psycopg
 
-from worker.config import load_settings
-from worker.errors import EnqueueError, SkiplockError
-from worker.logs import configure_logging
+from skiplock.config import load_settings
+from skiplock.errors import EnqueueError, SkiplockError
+from skiplock.logs import configure_logging
 
 log = logging.getLogger("skiplock.cli")
 
@@ -39,7 +39,7 @@ def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentPars
 
 @command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", lambda p: None)
 def _migrate(args: argparse.Namespace) -> int:
-    from worker.migrate import apply_migrations
+    from skiplock.migrate import apply_migrations
 
     applied = apply_migrations(load_settings().require_database_url())
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "; up to date"))
@@ -60,7 +60,7 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
 
 @command("enqueue", "enqueue one job from the shell", _enqueue_args)
 def _enqueue(args: argparse.Namespace) -> int:
-    from worker.producer import close_default_pool, enqueue
+    from skiplock.producer import close_default_pool, enqueue
 
     try:
         payload = json.loads(args.payload)
@@ -97,11 +97,11 @@ def _positive(name: str, value: float | None) -> float | None:
     return value
 
 
-@command("worker", "run a worker process (same as python -m worker)", _worker_args)
+@command("worker", "run a worker process (same as python -m skiplock)", _worker_args)
 def _worker(args: argparse.Namespace) -> int:
-    from worker.migrate import apply_migrations
-    from worker.registry import REGISTRY, import_task_modules
-    from worker.runner import Worker
+    from skiplock.migrate import apply_migrations
+    from skiplock.registry import REGISTRY, import_task_modules
+    from skiplock.runner import Worker
 
     settings = load_settings(
         tasks=tuple(m.strip() for m in args.tasks.split(",") if m.strip()) if args.tasks else None,
@@ -116,7 +116,7 @@ def _worker(args: argparse.Namespace) -> int:
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
     import_task_modules(settings.tasks)
-    from worker.db import check_database
+    from skiplock.db import check_database
 
     # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
     check_database(url)
@@ -137,7 +137,7 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
 
 @command("dev", "run everything locally: embedded PostgreSQL if no DATABASE_URL, worker and demo", _dev_args)
 def _dev(args: argparse.Namespace) -> int:
-    from worker.dev import run_dev
+    from skiplock.dev import run_dev
 
     return run_dev(data_dir=args.data_dir, demo=not args.no_demo, port=args.port)
 
@@ -148,7 +148,10 @@ def _dev(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of every registered command."""
     _load_plugin_commands()
+    from skiplock import __version__
+
     parser = argparse.ArgumentParser(prog="skiplock", description="PostgreSQL-only background jobs.")
+    parser.add_argument("--version", action="version", version=f"skiplock {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -161,7 +164,7 @@ def _load_plugin_commands() -> None:
     """Import the modules that add commands (console, schedules, doctor, bench) if present."""
     import importlib
 
-    for module in ("webapp.cli", "worker.recurring_cli", "worker.doctor", "worker.bench"):
+    for module in ("skiplock.webapp.cli", "skiplock.recurring_cli", "skiplock.doctor", "skiplock.bench"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -188,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m worker.cli` runs this file as __main__, a second copy of the module: plugin
-    # commands register in worker.cli.COMMANDS, so dispatch through that module's main.
-    from worker.cli import main as _main
+    # `python -m skiplock.cli` runs this file as __main__, a second copy of the module: plugin
+    # commands register in skiplock.cli.COMMANDS, so dispatch through that module's main.
+    from skiplock.cli import main as _main
 
     sys.exit(_main())

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg.conninfo
 
-from worker.errors import ConfigError
+from skiplock.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from worker import queries
-from worker.errors import InvalidTransition
-from worker.status import JobStatus
+from skiplock import queries
+from skiplock.errors import InvalidTransition
+from skiplock.status import JobStatus
 
 log = logging.getLogger("skiplock.core")
 

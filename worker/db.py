@@ -10,8 +10,8 @@ import psycopg
 import psycopg.conninfo
 from psycopg_pool import ConnectionPool
 
-from worker.config import _number, validate_database_url
-from worker.errors import ConfigError
+from skiplock.config import _number, validate_database_url
+from skiplock.errors import ConfigError
 
 log = logging.getLogger("skiplock.db")
 

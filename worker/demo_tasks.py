@@ -6,9 +6,9 @@ import random
 import time
 from typing import Any
 
-from worker import PermanentFailure, enqueue_many, task
-from worker.recurring import recurring
-from worker.registry import JobContext
+from skiplock import PermanentFailure, enqueue_many, task
+from skiplock.recurring_defs import recurring
+from skiplock.registry import JobContext
 
 
 @task("emails")

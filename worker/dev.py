@@ -13,15 +13,26 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from worker.config import load_settings
-from worker.db import connect
-from worker.migrate import apply_migrations
+from skiplock.config import load_settings
+from skiplock.db import connect
+from skiplock.errors import ConfigError
+from skiplock.migrate import apply_migrations
 
 DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
 
 # Extra processes for the dev command: name -> function(env) returning a shell command.
 # The console adds itself here; the worker is always present.
 DEV_PROCESSES: dict[str, Callable[[dict[str, str]], str]] = {}
+
+
+def require_dev_extra() -> None:
+    """pgserver and honcho are the `dev` extra: a library user does not install them, so say how."""
+    import importlib.util
+
+    missing = [name for name in ("pgserver", "honcho") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"skiplock dev needs {' and '.join(missing)}: pip install 'skiplock[dev]' "
+                          "(or set DATABASE_URL and run `skiplock worker` and `skiplock web` yourself)")
 
 
 def embedded_database_url(data_dir: Path) -> str:
@@ -43,10 +54,11 @@ def embedded_database_url(data_dir: Path) -> str:
 
 def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = None) -> int:
     """Start the dev stack in the foreground; Ctrl-C stops it."""
+    require_dev_extra()
     from honcho.manager import Manager
     from honcho.printer import Printer
 
-    from worker.demo_tasks import enqueue_demo
+    from skiplock.demo_tasks import enqueue_demo
 
     settings = load_settings()
     url = settings.database_url
@@ -61,11 +73,11 @@ def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = N
             ids = enqueue_demo(conn)
         print(f"skiplock dev: enqueued {len(ids)} demo jobs (emails, reports, webhooks; some retry, "
               "one ends dead)", flush=True)
-    env = {**os.environ, "DATABASE_URL": url, "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "worker.demo_tasks"),
+    env = {**os.environ, "DATABASE_URL": url, "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "skiplock.demo_tasks"),
            "PORT": str(port or os.environ.get("PORT", "5000")), "PYTHONUNBUFFERED": "1"}
     manager = Manager(Printer(sys.stdout))
     python = shlex.quote(sys.executable)
-    manager.add_process("worker", f"{python} -m worker", env=env)
+    manager.add_process("worker", f"{python} -m skiplock", env=env)
     for name, build in DEV_PROCESSES.items():
         manager.add_process(name, build(env), env=env)
     manager.loop()

@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 
-from worker import queries
-from worker.cli import command
-from worker.config import Settings, load_settings
-from worker.metrics import QUEUES_WITH_STATUS, sum_histograms
+from skiplock import queries
+from skiplock.cli import command
+from skiplock.config import Settings, load_settings
+from skiplock.metrics import QUEUES_WITH_STATUS, sum_histograms
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MAX_XACT_AGE = 60.0  # seconds: a transaction older than this holds back vacuum long enough to matter
@@ -384,7 +384,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 @command("doctor", "check the queue's health and say what to do (exit 1 if a check fails)", _doctor_args)
 def _doctor(args: argparse.Namespace) -> int:
-    from worker.db import connect
+    from skiplock.db import connect
 
     settings = load_settings()
     with connect(settings.require_database_url(), "skiplock-doctor") as conn:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from worker.metrics import histogram_family, render
+from skiplock.metrics import histogram_family, render
 
 if TYPE_CHECKING:
-    from worker.runner import Worker
+    from skiplock.runner import Worker
 
 log = logging.getLogger("skiplock.health")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from worker.db import connect
+from skiplock.db import connect
 
 log = logging.getLogger("skiplock.listener")
 

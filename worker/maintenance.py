@@ -12,7 +12,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from worker.db import is_connection_error
+from skiplock.db import is_connection_error
 
 log = logging.getLogger("skiplock.maintenance")
 

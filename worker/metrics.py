@@ -291,7 +291,7 @@ def connection_from_url(url: str) -> Callable[[], ContextManager[psycopg.Connect
 
     @contextlib.contextmanager
     def connect() -> Iterator[psycopg.Connection]:
-        from worker.db import connect as db_connect
+        from skiplock.db import connect as db_connect
 
         with db_connect(url, "skiplock-metrics") as conn:
             yield conn

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import psycopg
 
-from worker.db import connect
-from worker.errors import MigrationError
+from skiplock.db import connect
+from skiplock.errors import MigrationError
+from skiplock.resources import migrations_dir
 
 log = logging.getLogger("skiplock.migrate")
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # Any fixed number works; this one spells "skiplock" closely enough to be recognised in pg_locks.
 MIGRATION_LOCK_KEY = 0x5C1B_10C0
 _FILENAME = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
@@ -37,8 +37,9 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+def discover(directory: Path | None = None) -> list[Migration]:
     """The migration files in version order; a badly named .sql file is an error, not skipped."""
+    directory = directory or migrations_dir()
     if not directory.is_dir():
         raise MigrationError(f"migrations folder not found: {directory}")
     found = []
@@ -53,7 +54,7 @@ def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
     return found
 
 
-def apply_migrations(url: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
+def apply_migrations(url: str, directory: Path | None = None) -> list[str]:
     """Apply pending migrations to `url`; return the versions applied now (empty if none)."""
     migrations = discover(directory)
     applied_now: list[str] = []

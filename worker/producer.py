@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker import queries
-from worker.config import Settings, load_settings
-from worker.db import make_pool
-from worker.errors import EnqueueError
+from skiplock import queries
+from skiplock.config import Settings, load_settings
+from skiplock.db import make_pool
+from skiplock.errors import EnqueueError
 
 MAX_QUEUE_NAME = 128
 # From this many jobs (none with a unique_key or a run_at), enqueue_many uses COPY: ~3x faster

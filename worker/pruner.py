@@ -6,9 +6,9 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from worker import core
-from worker.config import Settings
-from worker.status import JobStatus
+from skiplock import core
+from skiplock.config import Settings
+from skiplock.status import JobStatus
 
 log = logging.getLogger("skiplock.pruner")
 

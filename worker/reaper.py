@@ -6,7 +6,7 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from worker import core, queries
+from skiplock import core, queries
 
 log = logging.getLogger("skiplock.reaper")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from worker.cli import command
-from worker.config import load_settings
-from worker.db import connect
-from worker.errors import SkiplockError
-from worker.recurring import list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.cli import command
+from skiplock.config import load_settings
+from skiplock.db import connect
+from skiplock.errors import SkiplockError
+from skiplock.recurring_defs import list_schedules, pause_schedule, resume_schedule, run_schedule_now
 
 
 def _args(p: argparse.ArgumentParser) -> None:

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from worker import recurring_store
-from worker.db import is_connection_error
-from worker.pruner import Pruner
-from worker.schedule import plan_time
+from skiplock import recurring_store
+from skiplock.db import is_connection_error
+from skiplock.pruner import Pruner
+from skiplock.schedule import plan_time
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
 
-    from worker.recurring import Definition
-    from worker.runner import Worker
+    from skiplock.recurring_defs import Definition
+    from skiplock.runner import Worker
 
 log = logging.getLogger("skiplock.recurring")
 
@@ -187,7 +187,7 @@ class RecurringService:
 
 def install(worker: Worker) -> None:
     """Worker start-up hook: the recurring scheduler, the pruner and the slot cleanup."""
-    from worker.recurring import DEFINITIONS
+    from skiplock.recurring_defs import DEFINITIONS
 
     assert worker.pool is not None
     service = RecurringService(worker.pool, DEFINITIONS.values(), worker.registry.queues(),
@@ -198,7 +198,7 @@ def install(worker: Worker) -> None:
 
 
 def _register() -> None:
-    from worker.runner import STARTUP_HOOKS
+    from skiplock.runner import STARTUP_HOOKS
 
     if install not in STARTUP_HOOKS:
         STARTUP_HOOKS.append(install)

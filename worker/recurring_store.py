@@ -21,12 +21,12 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from worker import core
-from worker.producer import enqueue
-from worker.schedule import LATE_GRACE, build_schedule, plan_slots
+from skiplock import core
+from skiplock.producer import enqueue
+from skiplock.schedule import LATE_GRACE, build_schedule, plan_slots
 
 if TYPE_CHECKING:
-    from worker.recurring import Definition
+    from skiplock.recurring_defs import Definition
 
 log = logging.getLogger("skiplock.recurring")
 

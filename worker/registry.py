@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from worker.errors import ConfigError, TaskImportError
+from skiplock.errors import ConfigError, TaskImportError
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,10 @@ def task(
 
 def import_task_modules(modules: tuple[str, ...] | list[str]) -> None:
     """Import each module so its @task decorators run; a failure names the module and the cause."""
+    # `skiplock worker` is a console script, whose sys.path starts at its bin folder: make the
+    # application's own folder importable, as `celery worker` and `rq worker` do.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in modules:
         try:
             importlib.import_module(name)

@@ -29,17 +29,17 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from worker import core, queries
-from worker.backoff import backoff_seconds
-from worker.config import Settings
-from worker.db import is_connection_error, make_pool
-from worker.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
-from worker.latency import LatencyRecorder, fold_exited
-from worker.listener import Listener
-from worker.maintenance import add_service, build_scheduler
-from worker.prefetch import ClaimSizing
-from worker.reaper import Reaper
-from worker.registry import REGISTRY, JobContext, Registry, Task
+from skiplock import core, queries
+from skiplock.backoff import backoff_seconds
+from skiplock.config import Settings
+from skiplock.db import is_connection_error, make_pool
+from skiplock.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from skiplock.latency import LatencyRecorder, fold_exited
+from skiplock.listener import Listener
+from skiplock.maintenance import add_service, build_scheduler
+from skiplock.prefetch import ClaimSizing
+from skiplock.reaper import Reaper
+from skiplock.registry import REGISTRY, JobContext, Registry, Task
 
 log = logging.getLogger("skiplock.worker")
 
@@ -133,7 +133,7 @@ class Worker:
         self.counters = Counters()
         self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
         self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
-        self.health: Any = None  # worker.health.HealthServer when --health-port is set
+        self.health: Any = None  # skiplock.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
@@ -282,7 +282,7 @@ class Worker:
         assert self.pool is not None
         pool = self.pool
         if self.settings.health_port:
-            from worker.health import HealthServer
+            from skiplock.health import HealthServer
 
             self.health = HealthServer(self, self.settings.health_port)
             self.health.start()
@@ -293,7 +293,7 @@ class Worker:
 
         add_service(self.scheduler, "latency-fold", fold, 600.0)
         if self.settings.history == "partitioned":
-            from worker.history import HistoryPartitions
+            from skiplock.history import HistoryPartitions
 
             add_service(self.scheduler, "history-partitions",
                         HistoryPartitions(pool, self.settings.history_retention).run_once, 3600.0)

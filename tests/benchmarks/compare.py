@@ -29,9 +29,8 @@ from typing import Any
 
 import psycopg
 
-from tests.benchmarks.peers import procrastinate_app
-from worker import bench
-from worker.bench import (
+from skiplock import bench
+from skiplock.bench import (
     ProbeReceiver,
     percentile,
     scratch_database,
@@ -41,6 +40,7 @@ from worker.bench import (
     wait_for_steady_probes,
     wait_until,
 )
+from tests.benchmarks.peers import procrastinate_app
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,10 +22,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from webapp import create_app
-from webapp.db import close_app
-from webapp.settings import Account
-from worker.migrate import apply_migrations
+from skiplock.migrate import apply_migrations
+from skiplock.webapp import create_app
+from skiplock.webapp.db import close_app
+from skiplock.webapp.settings import Account
 
 DB = "skiplock_console_bench"
 

@@ -25,9 +25,9 @@ import psycopg
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from webapp import create_app  # noqa: E402
-from webapp.db import close_app  # noqa: E402
-from webapp.settings import Account  # noqa: E402
+from skiplock.webapp import create_app  # noqa: E402
+from skiplock.webapp.db import close_app  # noqa: E402
+from skiplock.webapp.settings import Account  # noqa: E402
 
 
 def _remaining(conn: psycopg.Connection) -> int:
@@ -55,7 +55,7 @@ def drain(url: str, jobs: int, poll: bool, interval: float = 1.0, pollers: int =
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
         env.update({"DATABASE_URL": url, "SKIPLOCK_TASKS": "tests.handlers", "SKIPLOCK_QUEUES": "noop",
                     "SKIPLOCK_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO)})
-        worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=REPO, env=env)
+        worker = subprocess.Popen([sys.executable, "-m", "skiplock"], cwd=REPO, env=env)
         try:
             hi, lo = int(jobs * 0.95), int(jobs * 0.05)
             t_hi = t_lo = None

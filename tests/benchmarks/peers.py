@@ -4,7 +4,7 @@
     python -m tests.benchmarks.peers procrastinate URL CONCURRENCY PROBE_PORT
     python -m tests.benchmarks.peers rawloop URL BATCH      (prints "ready", waits for "go" on stdin)
 
-Handlers behave like worker.bench_tasks: a payload with "p" sends (seq, enqueue time, start
+Handlers behave like skiplock.bench_tasks: a payload with "p" sends (seq, enqueue time, start
 time) to the probe port over loopback UDP; anything else is a no-op. SIGTERM stops them.
 """
 

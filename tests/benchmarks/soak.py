@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.soak --minutes 3 --out docs/soak
 
-Starts real `python -m worker` processes (the no-op `noop` queue of tests/handlers.py) against a
+Starts real `python -m skiplock` processes (the no-op `noop` queue of tests/handlers.py) against a
 scratch database, keeps a ready backlog topped up from this process, and every few seconds
 records: jobs heap and index size, live/dead tuples, autovacuum runs, completed jobs per second,
 and claim latency (probe claims timed here, plus the workers' own histogram means). Writes
@@ -29,10 +29,10 @@ from typing import Any
 import psycopg
 import psycopg.sql
 
+from skiplock import core
+from skiplock.bench import stop_processes
+from skiplock.migrate import apply_migrations
 from tests.pgcluster import ThrowawayCluster, find_server, with_database
-from worker import core
-from worker.bench import stop_processes
-from worker.migrate import apply_migrations
 
 REPO = Path(__file__).resolve().parents[2]
 QUEUE = "noop"
@@ -91,7 +91,7 @@ class Producer(threading.Thread):
         self.enqueued = 0
 
     def run(self) -> None:
-        from worker.queries import ENQUEUE_MANY
+        from skiplock.queries import ENQUEUE_MANY
 
         with psycopg.connect(self.url, autocommit=True, application_name="skiplock-soak-producer") as conn:
             while not self.stop.is_set():
@@ -201,7 +201,7 @@ def spawn_workers(url: str, args: argparse.Namespace, log_dir: Path) -> list[sub
     procs = []
     for i in range(args.workers):
         with open(log_dir / f"soak-worker-{i}.log", "wb") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "worker"], cwd=REPO, env=env,
+            procs.append(subprocess.Popen([sys.executable, "-m", "skiplock"], cwd=REPO, env=env,
                                           stdout=log, stderr=subprocess.STDOUT))
     return procs
 

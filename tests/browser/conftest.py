@@ -79,7 +79,7 @@ def console(db_url: str, tmp_path: Path) -> Iterator[Console]:
                 "SKIPLOCK_SECRET_KEY": "browser-test-secret", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
     log_path = tmp_path / "gunicorn.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "webapp:create_app()", "--worker-class",
+        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "skiplock.webapp:create_app()", "--worker-class",
                                  "gthread", "--workers", "1", "--threads", "4", "--bind", f"127.0.0.1:{port}"],
                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     console = Console(f"http://127.0.0.1:{port}", log_path)

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
+from skiplock import enqueue
 from tests.browser.conftest import log_in, save_screenshot
 from tests.console.factory import make_job, status_of
 from tests.helpers import scalar, wait_for
-from worker import enqueue
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

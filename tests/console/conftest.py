@@ -10,9 +10,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webapp import create_app
-from webapp.db import close_app
-from webapp.settings import Account
+from skiplock.webapp import create_app
+from skiplock.webapp.db import close_app
+from skiplock.webapp.settings import Account
 
 ADMIN = ("ops-admin", "correct horse battery")
 READONLY = ("ops-viewer", "read only please")

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
+from skiplock import core
 from tests.console.factory import make_job, status_of
-from worker import core
 
 
 def _count(conn, sql, *params):
@@ -161,7 +161,7 @@ def test_core_filter_refuses_live_states(conn):
         core.retry_matching(conn, core.FinishedFilter(status="queued"))
 
 
-# ---- recurring (the page works against the contract once worker.recurring exists) -----------------
+# ---- recurring (the page works against the contract once skiplock.recurring_defs exists) -----------------
 
 
 def test_recurring_schedules_pause_resume_run(admin, conn):

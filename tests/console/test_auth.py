@@ -9,11 +9,11 @@ import pytest
 from flask import Blueprint
 from werkzeug.security import generate_password_hash
 
+from skiplock.errors import ConfigError
+from skiplock.webapp import create_app
+from skiplock.webapp.settings import Account, web_config
 from tests.console.conftest import ADMIN, READONLY, csrf_token, login
 from tests.console.factory import make_job, status_of
-from webapp import create_app
-from webapp.settings import Account, web_config
-from worker.errors import ConfigError
 
 GET_ROUTES = ["/", "/queues/t1", "/running/", "/dead/", "/jobs/1", "/workers/", "/recurring/",
               "/prefs?refresh=2", "/no-such-page"]

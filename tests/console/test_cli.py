@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from webapp.cli import dev_console
-from worker.cli import COMMANDS, main
+from skiplock.cli import COMMANDS, main
+from skiplock.webapp.cli import dev_console
 
 
 def test_web_command_refuses_to_start_without_credentials(db_url, monkeypatch, capsys):
@@ -21,7 +21,7 @@ def test_dev_generates_a_password_and_prints_how_to_log_in(capsys):
     out = capsys.readouterr().out
     assert env["SKIPLOCK_WEB_USER"] == "admin" and len(env["SKIPLOCK_WEB_PASSWORD"]) >= 12
     assert "http://127.0.0.1:5123/" in out and env["SKIPLOCK_WEB_PASSWORD"] in out
-    assert "gunicorn 'webapp:create_app()'" in cmd and "127.0.0.1:5123" in cmd
+    assert "gunicorn 'skiplock.webapp:create_app()'" in cmd and "127.0.0.1:5123" in cmd
     kept = {"PORT": "5000", "SKIPLOCK_WEB_USER": "me", "SKIPLOCK_WEB_PASSWORD": "mine"}
     dev_console(kept)
     assert kept["SKIPLOCK_WEB_PASSWORD"] == "mine" and "mine" not in capsys.readouterr().out

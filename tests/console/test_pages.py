@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from skiplock.webapp import overview
 from tests.console.factory import make_job
-from webapp import overview
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -217,7 +217,7 @@ def test_pages_say_503_when_the_database_is_down(make_app):
 
 
 def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, monkeypatch):
-    from webapp import queues
+    from skiplock.webapp import queues
 
     monkeypatch.setattr(queues, "SEARCH_WINDOW", 10)
     conn.execute("INSERT INTO jobs (queue, payload, run_at) SELECT 't1', "
@@ -237,7 +237,7 @@ def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, mon
 
 
 def test_dead_groups_read_a_bounded_number_of_rows(admin, conn, monkeypatch):
-    from webapp import dead
+    from skiplock.webapp import dead
 
     monkeypatch.setattr(dead, "GROUPS_SCAN", 3)
     for ago in range(5):

@@ -20,11 +20,11 @@ import uuid
 
 import psycopg
 
+from skiplock import enqueue_many
+from skiplock.migrate import apply_migrations
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
 from tests.fault.books import audit
 from tests.pgcluster import find_server, with_database
-from worker import enqueue_many
-from worker.migrate import apply_migrations
 
 KILL_SQL = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name LIKE 'skiplock-%' AND application_name <> 'skiplock-producer'")
@@ -35,9 +35,9 @@ SETTINGS = {"SKIPLOCK_LEASE_SECONDS": "5", "SKIPLOCK_REAPER_INTERVAL": "1", "SKI
 
 
 def spawn(url: str, log_dir: str, n: int) -> subprocess.Popen[bytes]:
-    """One `python -m worker` process logging to a file."""
+    """One `python -m skiplock` process logging to a file."""
     with open(os.path.join(log_dir, f"worker-{n}.log"), "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "worker"], cwd=REPO, env=worker_env(url, **SETTINGS),
+        return subprocess.Popen([sys.executable, "-m", "skiplock"], cwd=REPO, env=worker_env(url, **SETTINGS),
                                 stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -113,7 +113,7 @@ def main() -> int:
         for w in workers:
             w.send_signal(signal.SIGKILL)
             w.wait()
-        from worker.producer import close_default_pool
+        from skiplock.producer import close_default_pool
 
         close_default_pool()
         with psycopg.connect(admin_url, autocommit=True) as admin:

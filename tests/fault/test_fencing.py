@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import psycopg
 
+from skiplock import core, enqueue
 from tests.helpers import scalar, wait_for
-from worker import core, enqueue
 
 
 def claim_one(conn: psycopg.Connection, worker_id: str, lease: float) -> core.ClaimedJob:

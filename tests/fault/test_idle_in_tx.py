@@ -13,11 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from skiplock import enqueue_many
+from skiplock.config import load_settings
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue_many
-from worker.config import load_settings
 
 JOBS = 1500
 
@@ -41,11 +41,11 @@ def idle_in_transaction(conn: psycopg.Connection, seconds: float = 0.0) -> list[
 
 
 def _doctor() -> Any:
-    """worker.doctor once the ops branch is merged, else None (the query above is the check)."""
+    """skiplock.doctor once the ops branch is merged, else None (the query above is the check)."""
     try:
-        return importlib.import_module("worker.doctor")
+        return importlib.import_module("skiplock.doctor")
     except ModuleNotFoundError as exc:
-        if exc.name != "worker.doctor":
+        if exc.name != "skiplock.doctor":
             raise
         return None
 

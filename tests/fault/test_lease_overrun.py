@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from skiplock import enqueue
 from tests.fault.books import audit, record
 from tests.fault.conftest import effects, remaining, running_of, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue
 
 
 @pytest.mark.slow

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
 from tests.helpers import wait_for
-from worker import enqueue_many
 
 JOBS = 1200
 ROUNDS = 6

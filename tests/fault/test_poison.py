@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from skiplock import enqueue, enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue, enqueue_many
 
 JOBS = 300
 MAX_ATTEMPTS = 3

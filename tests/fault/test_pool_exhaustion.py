@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue_many
 
 JOBS = 2000
 SETTINGS = {**FAST_RECOVERY, "SKIPLOCK_CONCURRENCY": "32", "SKIPLOCK_POOL_SIZE": "1",

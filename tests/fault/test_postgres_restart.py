@@ -14,14 +14,14 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from skiplock import enqueue, enqueue_many
+from skiplock.webapp import create_app
+from skiplock.webapp.db import close_app
 from tests.conftest import TEST_TABLES_SQL
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
 from tests.helpers import scalar, wait_for
 from tests.pgcluster import ThrowawayCluster
-from webapp import create_app
-from webapp.db import close_app
-from worker import enqueue, enqueue_many
 
 JOBS = 1500
 # A long poll interval: after the drain, only a working LISTEN can make the worker see a new job fast.

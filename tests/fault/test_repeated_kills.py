@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue_many
 
 KILLS = 8  # one every ~3 s: a bounded stand-in for "every few seconds for a minute"
 JOBS_PER_ROUND = 150

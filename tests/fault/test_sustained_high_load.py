@@ -19,10 +19,10 @@ import time
 import psycopg
 import pytest
 
+from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
-from worker import enqueue_many
 
 CAPACITY_JOBS = 3000
 HALF = 15.0  # seconds per half of the load phase

@@ -23,11 +23,11 @@ from typing import Any
 
 import psycopg
 
-from worker import recurring_store
-from worker.errors import ConfigError, EnqueueError
-from worker.producer import serialize_payload
-from worker.registry import REGISTRY, TASK_OPTION_HOOKS
-from worker.schedule import build_schedule, load_zone, parse_interval
+from skiplock import recurring_store
+from skiplock.errors import ConfigError, EnqueueError
+from skiplock.producer import serialize_payload
+from skiplock.registry import REGISTRY, TASK_OPTION_HOOKS
+from skiplock.schedule import build_schedule, load_zone, parse_interval
 
 MAX_NAME = 200
 CATCH_UP_POLICIES = ("once", "skip")

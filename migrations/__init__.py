@@ -1,0 +1,1 @@
+"""Data package: skiplock's migrations, shipped inside the wheel (see skiplock.resources)."""

@@ -1,0 +1,1 @@
+"""Data package: skiplock's templates, shipped inside the wheel (see skiplock.resources)."""
