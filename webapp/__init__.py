@@ -1,7 +1,8 @@
 """The skiplock operator console: a Flask app factory with one blueprint per area.
 
 Production runs it under gunicorn (`gunicorn 'skiplock.webapp:create_app()'`, see Procfile); development
-runs `skiplock web`. Every action calls the queue core in `worker/`; the console's own SQL only reads.
+runs `skiplock web`; `mount(app, "/admin/jobs", authorize=...)` serves it inside a host Flask app.
+Every action calls the queue core in `worker/`; the console's own SQL only reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from flask import Flask
 from skiplock.logs import configure_logging
 from skiplock.resources import static_dir, templates_dir
 from skiplock.webapp import auth, db, health, web
+from skiplock.webapp.mount import mount
 from skiplock.webapp.settings import check_config, session_key, web_config
+
+__all__ = ["create_app", "mount"]
 
 log = logging.getLogger("skiplock.console")
 

@@ -7,6 +7,7 @@ role do this (403), does the form carry its CSRF token (400).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 from urllib.parse import urlsplit
@@ -17,7 +18,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.security import check_password_hash
 
 from skiplock.webapp.settings import Account
-from skiplock.webapp.web import is_local_path
+from skiplock.webapp.web import current_path, is_local_path
 
 log = logging.getLogger("skiplock.console.auth")
 
@@ -70,11 +71,39 @@ def _identify() -> Account | None:
     return None
 
 
+# What a host app's authorize hook may call its roles (see skiplock.webapp.mount).
+HOOK_ROLES = {"admin": "admin", "readonly": "readonly", "read-only": "readonly"}
+
+
+def _ask_host() -> tuple[str, str] | None:
+    """Mounted in a host app: its authorize hook decides, run in the host's request context so that
+    the host's session and login helpers answer. Returns (user, role) or None when refused."""
+    hook = current_app.config["AUTH_HOOK"]
+    host = current_app.config.get("HOST_APP")
+    if request.method not in SAFE_METHODS:
+        # parse our own form first: a hook that reads the host's request.form would otherwise
+        # consume the shared input stream and leave our CSRF token unread
+        request.form.get("csrf_token")
+    with host.request_context(request.environ) if host is not None else contextlib.nullcontext():
+        from flask import request as host_request
+
+        answer = hook(host_request._get_current_object())  # type: ignore[attr-defined]
+    role, user = (answer if isinstance(answer, tuple) else (answer, None)) if answer else (None, None)
+    if role not in HOOK_ROLES:
+        return None
+    return (str(user) if user else f"host {HOOK_ROLES[role]}"), HOOK_ROLES[role]
+
+
 def guard() -> Response | None:
     """The one before_request: 401 without a login, 403 for a read-only change, 400 without CSRF."""
     endpoint = request.endpoint or ""
     if not current_app.config["AUTH"]:
         g.user, g.role = "anonymous", "admin"
+    elif current_app.config.get("AUTH_HOOK"):
+        g.user, g.role = _ask_host() or (None, None)
+        if g.user is None and endpoint not in ("healthz", "static"):
+            return Response("Forbidden: the application this console is mounted in refused access.\n", 403,
+                            mimetype="text/plain")
     else:
         account = _identify()
         g.user, g.role = (account.user, account.role) if account else (None, None)
@@ -114,7 +143,7 @@ def _unauthorized() -> Response:
 
 
 def _safe_next() -> str:
-    target = request.args.get("next") or request.form.get("next") or request.full_path
+    target = request.args.get("next") or request.form.get("next") or current_path()
     parts = urlsplit(target)
     # only paths on this site: no scheme, no host, no protocol-relative //evil.example
     if parts.scheme or parts.netloc or not is_local_path(target):
@@ -131,6 +160,8 @@ def _csrf_error(exc: CSRFError) -> tuple[str, int]:
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> ResponseReturnValue:
     """The login form; a correct user and password start a session."""
+    if current_app.config.get("AUTH_HOOK"):
+        return redirect(url_for("overview.index"), 303)  # mounted: the host app does the logging in
     if request.method == "GET":
         return render_template("login.html", next=_safe_next(), error=None)
     account = check_credentials(current_app.config["ACCOUNTS"], request.form.get("user", ""),

@@ -13,6 +13,7 @@ from skiplock.config import validate_database_url
 from skiplock.db import connect_kwargs
 
 EXTENSION = "skiplock_pool"
+HOST_OWNED = "skiplock_pool_is_the_hosts"
 
 # Session settings for the console's connections. JIT off: the console's statements are short, and
 # a big table's row estimates would otherwise make Postgres spend a second compiling a 100 ms query.
@@ -21,7 +22,13 @@ SESSION_OPTIONS = "-c jit=off -c statement_timeout=15000"
 
 
 def init_app(app: Flask) -> None:
-    """Create the app's pool (connections open in the background; /healthz reports failures)."""
+    """Create the app's pool (connections open in the background; /healthz reports failures).
+
+    Mounted in a host app that passed its own pool (HOST_POOL), borrow from that one instead."""
+    if app.config.get("HOST_POOL") is not None:
+        app.extensions[EXTENSION] = app.config["HOST_POOL"]
+        app.extensions[HOST_OWNED] = True
+        return
     url = validate_database_url(app.config["DATABASE_URL"])
     pool = ConnectionPool(
         url,
@@ -50,11 +57,20 @@ def get_pool(app: Flask | None = None) -> ConnectionPool:
 def connection() -> Iterator[psycopg.Connection]:
     """Borrow an autocommit connection from the pool for one request's statements."""
     with get_pool().connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn:
-        yield conn
+        if conn.autocommit:
+            yield conn
+            return
+        # a host's pool may hand out transactional connections: the console's statements are each
+        # their own short transaction, so switch to autocommit for this borrow and switch back
+        conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            conn.autocommit = False
 
 
 def close_app(app: Flask) -> None:
     """Close the app's pool (tests, and processes that build throwaway apps)."""
     pool = app.extensions.pop(EXTENSION, None)
-    if pool is not None:
+    if pool is not None and not app.extensions.pop(HOST_OWNED, False):
         pool.close()

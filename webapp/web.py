@@ -97,6 +97,12 @@ def prefs() -> ResponseReturnValue:
     return redirect(target, 303)
 
 
+def current_path() -> str:
+    """This request's path and query as the browser sees it, including the prefix a host app mounted
+    the console under (request.full_path alone leaves SCRIPT_NAME out)."""
+    return (request.script_root + request.full_path).rstrip("?")
+
+
 def is_local_path(target: str) -> bool:
     """True for a path on this site: "/x", never "//host", "/\\host" (browsers read both as a host) or "http:"."""
     return target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target \
@@ -106,8 +112,11 @@ def is_local_path(target: str) -> bool:
 def _template_globals() -> dict[str, Any]:
     return {
         "refresh": refresh_seconds(),
+        "here": current_path(),
         "refresh_choices": REFRESH_CHOICES,
         "auth_off": not current_app.config["AUTH"],
+        # mounted in a host app: the host owns login and logout
+        "mounted": bool(current_app.config.get("AUTH_HOOK")),
         "user": g.get("user"),
         "role": g.get("role"),
     }
