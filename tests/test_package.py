@@ -183,6 +183,42 @@ def test_installed_wheel_migrates_enqueues_works_and_serves_the_console(installe
     assert "gunicorn" in app.run("skiplock", "web", "--help").stdout
 
 
+def test_skiplock_dev_from_the_wheel_with_the_dev_extra(dists: dict[str, Path], tmp_path: Path) -> None:
+    """The README's run command as a wheel user has it: no DATABASE_URL, an embedded PostgreSQL."""
+    app = Installed(tmp_path / "app", "")
+    app.folder.mkdir()
+    _run([sys.executable, "-m", "venv", str(app.bin.parent)], cwd=app.folder)
+    _run([str(app.bin / "pip"), "install", "-q", f"{dists['checkout']}[dev]"], cwd=app.folder, timeout=600)
+    env = app.env()
+    del env["DATABASE_URL"]
+    port = _free_port()
+    log_path = tmp_path / "dev.log"
+    with open(log_path, "wb") as log:
+        dev = subprocess.Popen([str(app.bin / "skiplock"), "dev", "--port", str(port)], cwd=app.folder, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def console_up() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return dev.poll() is not None
+
+        wait_for(console_up, timeout=120, message="skiplock dev's console")
+        wait_for(lambda: " ok in " in log_path.read_text() or dev.poll() is not None, timeout=60,
+                 message="skiplock dev's worker to run a demo job")
+        assert dev.poll() is None, log_path.read_text()
+        assert (app.folder / ".skiplock-dev" / "pg").is_dir()  # the embedded server's data, in the folder
+    finally:
+        os.killpg(dev.pid, signal.SIGINT)
+        try:
+            dev.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait(timeout=30)
+    assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
 def _check_console(app: Installed, conn: psycopg.Connection, dead_id: int) -> None:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
