@@ -179,6 +179,26 @@ def test_commit_makes_the_job_run(kind: str, db_url: str, conn: psycopg.Connecti
     wait_for(lambda: _jobs(conn, "t1") == 0, message="both jobs acked")
 
 
+def test_dict_rows_set_by_the_caller_do_not_matter(db_url: str, conn: psycopg.Connection) -> None:
+    """A connection whose rows are dicts (psycopg's dict_row, psycopg2's RealDictCursor) still
+    gets the job id back: skiplock asks for tuple rows on its own cursor."""
+    import psycopg2
+    import psycopg2.extras
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(db_url, row_factory=dict_row) as p3:
+        assert isinstance(enqueue("tx_dicts", {"a": 1}, conn=p3), int)
+        assert len(enqueue_many([("tx_dicts", {"a": 2})], conn=p3)) == 1
+        assert len(enqueue_many([("tx_dicts", {"n": n}) for n in range(300)], conn=p3)) == 300  # COPY path
+    p2 = psycopg2.connect(db_url, cursor_factory=psycopg2.extras.RealDictCursor)
+    try:
+        assert isinstance(enqueue("tx_dicts", {"a": 3}, conn=p2), int)
+        p2.commit()
+    finally:
+        p2.close()
+    assert _jobs(conn, "tx_dicts") == 303
+
+
 class NotAConnection:
     pass
 

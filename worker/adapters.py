@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 
 ACCEPTED_SYNC = ("a psycopg 3 Connection, a psycopg2 connection, an SQLAlchemy Connection or Session "
                  "(psycopg or psycopg2 driver), or a Django PostgreSQL connection "
@@ -79,9 +80,17 @@ def _sqlalchemy_sync(conn: Any, given: object) -> Any:
     return driver
 
 
+def tuple_cursor(conn: Any) -> Any:
+    """A cursor of `conn` (psycopg 3 or psycopg2) whose rows are tuples, whatever row factory or
+    cursor class the caller set on the connection (dict rows would break `rows[0][0]`)."""
+    if isinstance(conn, psycopg.Connection):
+        return conn.cursor(row_factory=tuple_row)
+    return conn.cursor(cursor_factory=sys.modules["psycopg2.extensions"].cursor)
+
+
 def run_sync(obj: object, sql: str, params: Mapping[str, Any]) -> list[Any]:
     """Execute one statement on `obj` (see sync_connection) and return its rows."""
-    with sync_connection(obj).cursor() as cur:
+    with tuple_cursor(sync_connection(obj)) as cur:
         cur.execute(sql, params)
         return cur.fetchall() if cur.description is not None else []
 
@@ -135,7 +144,7 @@ async def run_async(obj: object, sql: str, params: Mapping[str, Any]) -> Sequenc
     """Execute one statement on `obj` (see async_connection) and return its rows."""
     conn = await async_connection(obj)
     if isinstance(conn, psycopg.AsyncConnection):
-        async with conn.cursor() as cur:
+        async with conn.cursor(row_factory=tuple_row) as cur:
             await cur.execute(sql, params)
             return await cur.fetchall() if cur.description is not None else []
     dollar_sql, names = _dollar_form(sql)

@@ -210,7 +210,7 @@ def build_spec(
 def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
     """Run on `conn` (a psycopg 3 or psycopg2 connection: the same cursor API), or the pool."""
     if conn is not None:
-        with conn.cursor() as cur:
+        with adapters.tuple_cursor(conn) as cur:
             cur.execute(sql, params)
             return cur.fetchall()
     with default_pool().connection() as pooled, pooled.cursor() as cur:
@@ -340,7 +340,7 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
     it is atomic on its own and joins the caller's transaction like the INSERT path; the
     statement-level NOTIFY trigger fires for COPY as for INSERT.
     """
-    with conn.cursor() as cur:
+    with adapters.tuple_cursor(conn) as cur:
         reserved = cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
         ids: list[int] = reserved[0] if reserved else []
         with cur.copy(queries.COPY_JOBS) as copy:
