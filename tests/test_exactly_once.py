@@ -9,6 +9,7 @@ cannot commit its row.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -52,9 +53,15 @@ def test_sigkill_at_random_points_never_doubles_or_loses_a_result(
         wait_for(lambda t=target: _results(conn) >= t, timeout=60, message=f"{target} results")
         worker.kill()
         kills += 1
-    spawn_worker(**settings)
+    last = spawn_worker(**settings)
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'tx_once'") == 0,
              timeout=120, message="every job done")
+    # the worker left the completed jobs to their handlers' transactions: it did not ack them a
+    # second time (such an ack would find no row and be counted a stale ack)
+    assert last.terminate() == 0
+    stopped = re.search(r"stopped: (\d+) ok, \d+ retried, \d+ dead, (\d+) stale acks", last.log())
+    assert stopped is not None, last.log()[-2000:]
+    assert int(stopped.group(1)) >= 1 and stopped.group(2) == "0"
 
     assert kills >= 15
     rows = conn.execute("SELECT job_id, count(*) FROM tx_results GROUP BY job_id").fetchall()
