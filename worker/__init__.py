@@ -1,6 +1,7 @@
 """skiplock: background jobs in PostgreSQL.
 
-Producers: `enqueue`, `enqueue_many`. Handlers: `@task`, `recurring`, and the exceptions that steer
+Producers: `enqueue`, `enqueue_many`, and for asyncio `enqueue_async`, `enqueue_many_async`.
+Handlers: `@task`, `recurring`, and the exceptions that steer
 a job (`PermanentFailure`, `Discard`, `RetryAfter`). The console is `skiplock.webapp`.
 
 The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
@@ -15,11 +16,13 @@ from skiplock.errors import (
     ConfigError,
     Discard,
     EnqueueError,
+    JobOwnershipLost,
     PermanentFailure,
     RetryAfter,
     SkiplockError,
 )
 from skiplock.producer import enqueue, enqueue_many
+from skiplock.producer_async import enqueue_async, enqueue_many_async
 from skiplock.recurring_defs import recurring
 from skiplock.registry import JobContext, task
 from skiplock.status import JobStatus
@@ -34,13 +37,16 @@ __all__ = [
     "Discard",
     "EnqueueError",
     "JobContext",
+    "JobOwnershipLost",
     "JobStatus",
     "PermanentFailure",
     "RetryAfter",
     "SkiplockError",
     "__version__",
     "enqueue",
+    "enqueue_async",
     "enqueue_many",
+    "enqueue_many_async",
     "recurring",
     "task",
 ]

@@ -139,6 +139,19 @@ def ack_batch(
     return {row[0] for row in rows}
 
 
+def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str) -> tuple[str, dict[str, Any]]:
+    """The fenced ack of one successful run, to execute in the handler's own transaction.
+
+    The same statement as ack_batch (so the same fence, history mode and job_stats counting),
+    with one success and no failures; plain lists, so any driver (asyncpg too) can bind them.
+    It returns the job's id when this run still owned the job, no row otherwise.
+    """
+    statement = {"keep": queries.ACK_BATCH_KEEP, "partitioned": queries.ACK_BATCH_TO_HISTORY}.get(
+        history, queries.ACK_BATCH)
+    return statement, {"worker_id": worker_id, "ok_ids": [job_id], "ok_attempts": [attempt],
+                       "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": []}
+
+
 def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:
     """running -> queued now, for this worker's unfinished jobs at graceful shutdown."""
     if not ids:

@@ -45,6 +45,12 @@ class InvalidTransition(SkiplockError):
 # ---- raised by handlers to steer what happens to their job -----------------------------------
 
 
+class JobOwnershipLost(SkiplockError):
+    """job.complete(conn) found that this run no longer owns the job (its lease expired and the job
+    was reaped, and maybe taken by another worker): nothing was completed, and the transaction it
+    ran in must roll back so the handler's writes do not commit next to another run's."""
+
+
 class HandlerSignal(Exception):
     """Base of the exceptions a handler raises on purpose to choose its job's next state."""
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import queries
+from skiplock import adapters, queries
 from skiplock.config import Settings, load_settings
 from skiplock.db import make_pool
 from skiplock.errors import EnqueueError
@@ -207,9 +207,10 @@ def build_spec(
     )
 
 
-def _execute(conn: psycopg.Connection | None, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+    """Run on `conn` (a psycopg 3 or psycopg2 connection: the same cursor API), or the pool."""
     if conn is not None:
-        with conn.cursor() as cur:
+        with adapters.tuple_cursor(conn) as cur:
             cur.execute(sql, params)
             return cur.fetchall()
     with default_pool().connection() as pooled, pooled.cursor() as cur:
@@ -239,7 +240,7 @@ def enqueue(
     queue: str,
     payload: Any,
     *,
-    conn: psycopg.Connection | None = None,
+    conn: Any = None,
     priority: int = 0,
     run_at: datetime | None = None,
     delay: float | timedelta | None = None,
@@ -249,33 +250,58 @@ def enqueue(
     """Enqueue one job; return its id, or None when unique_key matched a job still in flight.
 
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
-    with your business write). Without it, a pooled autocommit connection is used.
+    with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or
+    Session, or a Django connection (see skiplock.adapters). Without it, a pooled autocommit
+    connection is used.
     """
+    raw = None if conn is None else adapters.sync_connection(conn)
+    sql, params = _one_job_statement(queue, payload, priority=priority, run_at=run_at, delay=delay,
+                                     unique_key=unique_key, max_attempts=max_attempts)
+    rows = _execute(raw, sql, params)
+    return rows[0][0] if rows else None
+
+
+def _one_job_statement(queue: str, payload: Any, **options: Any) -> tuple[str, dict[str, Any]]:
+    """Validate one job and return the INSERT that enqueues it, with its parameters."""
     settings = producer_settings()
-    spec = build_spec(queue, payload, priority=priority, run_at=run_at, delay=delay,
-                      unique_key=unique_key, max_attempts=max_attempts,
-                      max_payload_bytes=settings.max_payload_bytes,
-                      default_max_attempts=settings.default_max_attempts)
+    spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
+                      default_max_attempts=settings.default_max_attempts, **options)
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts}
     if spec.unique_key is None:
-        rows = _execute(conn, queries.ENQUEUE_PLAIN, params)
-    else:
-        rows = _execute(conn, queries.ENQUEUE, {**params, "unique_key": spec.unique_key})
-    return rows[0][0] if rows else None
+        return queries.ENQUEUE_PLAIN, params
+    return queries.ENQUEUE, {**params, "unique_key": spec.unique_key}
 
 
 def enqueue_many(
     jobs: Iterable[Mapping[str, Any] | tuple[str, Any]],
     *,
-    conn: psycopg.Connection | None = None,
+    conn: Any = None,
 ) -> list[int]:
     """Enqueue many jobs with one INSERT; return the ids of the jobs inserted.
 
     Each item is `(queue, payload)` or a mapping with the keyword arguments of `enqueue`
     (queue, payload, priority, run_at, delay, unique_key, max_attempts). Every item is
     validated before anything is sent; jobs collapsed by unique_key are left out of the result.
+    `conn` is as for `enqueue`.
     """
+    raw = None if conn is None else adapters.sync_connection(conn)
+    specs = _many_specs(jobs)
+    if not specs:
+        return []
+    # COPY is psycopg 3's; other drivers take the unnest INSERT, which is correct for any size
+    if (len(specs) >= COPY_THRESHOLD and (raw is None or isinstance(raw, psycopg.Connection))
+            and all(s.unique_key is None and s.run_at is None for s in specs)):
+        if raw is not None:
+            return _copy_specs(raw, specs)
+        with default_pool().connection() as pooled:
+            return _copy_specs(pooled, specs)
+    rows = _execute(raw, queries.ENQUEUE_MANY, _many_params(specs))
+    return [row[0] for row in rows]
+
+
+def _many_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[JobSpec]:
+    """Validate every item of an enqueue_many call; EnqueueError names the first bad one."""
     settings = producer_settings()
     specs: list[JobSpec] = []
     for index, item in enumerate(jobs):
@@ -292,22 +318,19 @@ def enqueue_many(
         except (TypeError, ValueError) as exc:
             raise EnqueueError(f"job #{index}: expected (queue, payload) or a mapping of enqueue "
                                f"arguments ({exc})") from None
-    if not specs:
-        return []
-    if len(specs) >= COPY_THRESHOLD and all(s.unique_key is None and s.run_at is None for s in specs):
-        if conn is not None:
-            return _copy_specs(conn, specs)
-        with default_pool().connection() as pooled:
-            return _copy_specs(pooled, specs)
-    rows = _execute(conn, queries.ENQUEUE_MANY, {
+    return specs
+
+
+def _many_params(specs: list[JobSpec]) -> dict[str, Any]:
+    """ENQUEUE_MANY's parallel arrays."""
+    return {
         "queues": [s.queue for s in specs],
         "payloads": [s.payload_json for s in specs],
         "priorities": [s.priority for s in specs],
         "run_ats": [s.run_at for s in specs],
         "unique_keys": [s.unique_key for s in specs],
         "max_attempts": [s.max_attempts for s in specs],
-    })
-    return [row[0] for row in rows]
+    }
 
 
 def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
@@ -317,7 +340,7 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
     it is atomic on its own and joins the caller's transaction like the INSERT path; the
     statement-level NOTIFY trigger fires for COPY as for INSERT.
     """
-    with conn.cursor() as cur:
+    with adapters.tuple_cursor(conn) as cur:
         reserved = cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
         ids: list[int] = reserved[0] if reserved else []
         with cur.copy(queries.COPY_JOBS) as copy:

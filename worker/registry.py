@@ -7,12 +7,12 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skiplock.errors import ConfigError, TaskImportError
+from skiplock.errors import ConfigError, JobOwnershipLost, TaskImportError
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,43 @@ class JobContext:
     started_at: datetime
     unique_key: str | None
     worker_id: str
+    # Where a success goes (Settings.history): job.complete() writes what the worker's ack would.
+    history: str = "delete"
+    # Set by complete()/complete_async() once the fenced completion ran in the handler's
+    # transaction: the worker then leaves the job to that transaction and does not ack it again.
+    _completed: list[bool] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def completed_in_transaction(self) -> bool:
+        return bool(self._completed)
+
+    def complete(self, conn: Any) -> None:
+        """Mark this run's job done inside the transaction of `conn`, with the handler's own writes.
+
+        `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or Session, or a Django
+        connection. The completion is fenced (this worker, this attempt, still running): if the
+        run lost the job, JobOwnershipLost is raised and the caller's transaction must roll back
+        (a `with conn.transaction()` / `atomic()` / `session.begin()` block does that by itself).
+        Commit right after: until then the job's row and its job_stats row stay locked.
+        """
+        from skiplock import adapters, core
+
+        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history)
+        self._check(adapters.run_sync(conn, sql, params))
+
+    async def complete_async(self, conn: Any) -> None:
+        """complete() for a psycopg AsyncConnection or an SQLAlchemy AsyncConnection/AsyncSession."""
+        from skiplock import adapters, core
+
+        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history)
+        self._check(await adapters.run_async(conn, sql, params))
+
+    def _check(self, rows: Sequence[Any]) -> None:
+        if not rows:
+            raise JobOwnershipLost(
+                f"job {self.id}: attempt {self.attempt} on worker {self.worker_id} no longer owns it "
+                "(lease lost); roll this transaction back")
+        self._completed.append(True)
 
 
 @dataclass(frozen=True)

@@ -364,11 +364,13 @@ class Worker:
     def _execute(self, job: core.ClaimedJob) -> None:
         task = self.tasks[job.queue]
         started = time.perf_counter()
+        context: JobContext | None = None
         try:
             payload = json.loads(job.payload)  # claimed as text (see _claim)
             # the context is built only for handlers that declare `job`: most do not, and it is
             # a frozen dataclass of ten fields, built per job
-            result = task.func(payload, job=self._context(job)) if task.wants_job else task.func(payload)
+            context = self._context(job) if task.wants_job else None
+            result = task.func(payload, job=context) if context is not None else task.func(payload)
             if inspect.isawaitable(result):
                 # an un-awaited coroutine means the handler's work never ran: calling that a
                 # success would silently lose the job, so it is dead with the reason instead
@@ -389,14 +391,17 @@ class Worker:
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)
         duration_ms = seconds * 1000
-        self._finish(job, outcome, duration_ms)
+        # job.complete(conn) already wrote the success in the handler's transaction: no second ack
+        self._finish(job, outcome, duration_ms,
+                     acked=outcome.status == "ok" and context is not None and context.completed_in_transaction)
 
     def _context(self, job: core.ClaimedJob) -> JobContext:
         # claimed with its context columns: a handler that declares `job` makes _wants_context true
         assert job.priority is not None and job.run_at is not None
         assert job.created_at is not None and job.started_at is not None
         return JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
-                          job.created_at, job.started_at, job.unique_key, self.worker_id)
+                          job.created_at, job.started_at, job.unique_key, self.worker_id,
+                          self.settings.history)
 
     def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
         error = format_error(exc)
@@ -406,7 +411,8 @@ class Worker:
             delay = backoff_seconds(job.attempts, base=self.settings.backoff_base, cap=self.settings.backoff_cap)
         return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
 
-    def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> None:
+    def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float,
+                acked: bool = False) -> None:
         if outcome.status == "ok":
             # One INFO line per success until SUCCESS_LINES_PER_SECOND; above that they go to DEBUG
             # and a per-second summary says how many: under load, formatting and the handler lock
@@ -425,11 +431,15 @@ class Worker:
             self._inflight.pop(job.id, None)
             if not self._inflight:
                 self._idle.notify_all()
-            self._unacked[job.id] = job.queue
+            if acked:
+                self.counters.succeeded += 1
+            else:
+                self._unacked[job.id] = job.queue
             capacity, threshold = self._plan
             free = capacity - len(self._inflight)
             idle = not self._inflight
-        self._outcomes.put(outcome)
+        if not acked:
+            self._outcomes.put(outcome)
         if (self._outcomes.qsize() + self._ack_holding >= self.settings.ack_batch
                 and not self._ack_full.is_set()):
             self._ack_full.set()

@@ -185,6 +185,11 @@ class Skiplock(System):
     def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return bench.enqueue_single(url, s["single"], 4)
 
+    def enqueue_sqlalchemy(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        from tests.benchmarks.sqlalchemy_enqueue import skiplock_via_session
+
+        return skiplock_via_session(url, s["single"])
+
     def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return bench.enqueue_bulk(url, s["bulk"])
 
@@ -366,6 +371,11 @@ class RawPsycopg(System):
     def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return bench.raw_insert_single(url, s["single"], 4)
 
+    def enqueue_sqlalchemy(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        from tests.benchmarks.sqlalchemy_enqueue import raw_insert_via_session
+
+        return raw_insert_via_session(url, s["single"])
+
     def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         jobs = s["bulk"]
         with psycopg.connect(url, autocommit=True) as conn:
@@ -464,10 +474,11 @@ def _check_empty(url: str, strict: bool = True) -> int:
 
 # ---- the run ---------------------------------------------------------------------------------
 
-WORKLOADS = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "latency", "recipe"]
+WORKLOADS = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "latency", "recipe"]
 TITLES = {
     "enqueue_p1": "1. enqueue, 1 job/transaction, 1 producer (jobs/s)",
     "enqueue_p4": "1. enqueue, 1 job/transaction, 4 producers (jobs/s)",
+    "enqueue_sqlalchemy": "1. enqueue, 1 job/transaction, SQLAlchemy Session on psycopg2 (jobs/s)",
     "bulk": "2. bulk enqueue (jobs/s)",
     "drain_w1": "3. drain no-op jobs, 1 process (jobs/s)",
     "drain_w2": "3. drain no-op jobs, 2 processes (jobs/s)",

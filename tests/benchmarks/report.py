@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "raw-psycopg", "pgbench"]
-THROUGHPUT = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "recipe"]
+THROUGHPUT = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "recipe"]
 
 
 def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
@@ -58,6 +58,9 @@ def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     for p in ("1", "4"):
         add(f"enqueue 1/txn, {p} producer(s): skiplock / raw INSERT >= 0.9",
             _median(results, f"enqueue_p{p}", "skiplock"), _median(results, f"enqueue_p{p}", "raw-psycopg"), 0.9)
+    add("enqueue 1/txn via SQLAlchemy Session (psycopg2): skiplock / raw INSERT on its connection >= 0.9",
+        _median(results, "enqueue_sqlalchemy", "skiplock"), _median(results, "enqueue_sqlalchemy", "raw-psycopg"),
+        0.9)
     return rows
 
 

@@ -1,0 +1,92 @@
+"""Enqueue from asyncio code without blocking the event loop.
+
+The same validation and the same statements as skiplock.producer; only the I/O is awaited. With
+`conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an SQLAlchemy
+AsyncConnection or AsyncSession: see skiplock.adapters). Without it, an async pool of autocommit
+connections is built from DATABASE_URL on first use, one per event loop (a psycopg async pool
+belongs to the loop it was opened on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg.conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from skiplock import adapters, queries
+from skiplock.config import load_settings, validate_database_url
+from skiplock.db import connect_kwargs
+from skiplock.producer import _many_params, _many_specs, _one_job_statement
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
+
+
+async def default_async_pool() -> AsyncConnectionPool:
+    """This event loop's producer pool, opened on first use."""
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        settings = load_settings()
+        url = settings.require_database_url()
+        validate_database_url(url)
+        pool = AsyncConnectionPool(psycopg.conninfo.make_conninfo(url), min_size=1,
+                                   max_size=max(settings.pool_size, 1), open=False, timeout=10.0,
+                                   kwargs={"autocommit": True, **connect_kwargs("skiplock-producer-async")},
+                                   name="skiplock-producer-async")
+        _pools[loop] = pool  # before the await: a concurrent first call must not open a second pool
+        await pool.open()
+    return pool
+
+
+async def close_default_async_pool() -> None:
+    """Close this event loop's producer pool (call it before the loop ends, e.g. on app shutdown)."""
+    pool = _pools.pop(asyncio.get_running_loop(), None)
+    if pool is not None:
+        await pool.close()
+
+
+async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[Any]:
+    if conn is not None:
+        return await adapters.run_async(conn, sql, params)
+    async with (await default_async_pool()).connection() as pooled:
+        return await adapters.run_async(pooled, sql, params)
+
+
+async def enqueue_async(
+    queue: str,
+    payload: Any,
+    *,
+    conn: Any = None,
+    priority: int = 0,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    unique_key: str | None = None,
+    max_attempts: int | None = None,
+) -> int | None:
+    """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight."""
+    if conn is not None:
+        await adapters.async_connection(conn)  # an unsupported object fails before anything else
+    sql, params = _one_job_statement(queue, payload, priority=priority, run_at=run_at, delay=delay,
+                                     unique_key=unique_key, max_attempts=max_attempts)
+    rows = await _execute(conn, sql, params)
+    return rows[0][0] if rows else None
+
+
+async def enqueue_many_async(
+    jobs: Iterable[Mapping[str, Any] | tuple[str, Any]],
+    *,
+    conn: Any = None,
+) -> list[int]:
+    """`enqueue_many` for asyncio (always the unnest INSERT: one statement, any size)."""
+    if conn is not None:
+        await adapters.async_connection(conn)
+    specs = _many_specs(jobs)
+    if not specs:
+        return []
+    rows = await _execute(conn, queries.ENQUEUE_MANY, _many_params(specs))
+    return [row[0] for row in rows]
