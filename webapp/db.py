@@ -11,6 +11,7 @@ from psycopg_pool import ConnectionPool
 
 from skiplock.config import validate_database_url
 from skiplock.db import connect_kwargs
+from skiplock.deadline import WATCHDOG, db_deadline
 
 EXTENSION = "skiplock_pool"
 HOST_OWNED = "skiplock_pool_is_the_hosts"
@@ -39,13 +40,20 @@ def init_app(app: Flask) -> None:
         name="skiplock-web",
         # one cheap round trip per request buys no error page after a database restart: a
         # connection the server dropped is replaced before a view ever sees it
-        check=ConnectionPool.check_connection,
+        check=_check_connection,
         open=False,
         timeout=10.0,
     )
     # no waiting: a console started before its database still starts, and says so on /healthz
     pool.open(wait=False)
     app.extensions[EXTENSION] = pool
+    app.config.setdefault("DB_DEADLINE", db_deadline())
+
+
+def _check_connection(conn: psycopg.Connection) -> None:
+    """The pool's check on borrow, under the deadline: a silent connection must not hang it."""
+    with WATCHDOG.guard(conn, db_deadline()):
+        ConnectionPool.check_connection(conn)
 
 
 def get_pool(app: Flask | None = None) -> ConnectionPool:
@@ -56,7 +64,9 @@ def get_pool(app: Flask | None = None) -> ConnectionPool:
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
     """Borrow an autocommit connection from the pool for one request's statements."""
-    with get_pool().connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn:
+    deadline = float(current_app.config.get("DB_DEADLINE", 0) or 0)
+    with get_pool().connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn, \
+            WATCHDOG.guard(conn, deadline):
         if conn.autocommit:
             yield conn
             return

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -11,6 +13,7 @@ import psycopg.conninfo
 from psycopg_pool import ConnectionPool
 
 from skiplock.config import _number, validate_database_url
+from skiplock.deadline import DEFAULT_DEADLINE, WATCHDOG, db_deadline
 from skiplock.errors import ConfigError
 
 log = logging.getLogger("skiplock.db")
@@ -37,14 +40,26 @@ def connect(url: str, application_name: str, *, autocommit: bool = True) -> psyc
     return psycopg.connect(conninfo, autocommit=autocommit)
 
 
+class DeadlinePool(ConnectionPool):
+    """A ConnectionPool whose every borrow runs under the client-side deadline (skiplock.deadline)."""
+
+    deadline: float = DEFAULT_DEADLINE
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        with super().connection(timeout) as conn, WATCHDOG.guard(conn, self.deadline):
+            yield conn
+
+
 def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False) -> ConnectionPool:
     """A psycopg pool of autocommit connections; broken ones are replaced on return.
 
     Autocommit: every queue statement is one short implicit transaction, so no connection ever
-    sits "idle in transaction" holding back vacuum (seed 000's first foot-gun).
+    sits "idle in transaction" holding back vacuum (seed 000's first foot-gun). Every borrow has a
+    client-side deadline, so a connection that goes silent cannot hang the borrowing thread.
     """
     validate_database_url(url)
-    pool = ConnectionPool(
+    pool = DeadlinePool(
         url,
         min_size=1,
         max_size=max(size, 1),
@@ -54,6 +69,7 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
         timeout=10.0,
         reconnect_timeout=_reconnect_timeout(),
     )
+    pool.deadline = db_deadline()
     pool.open(wait=open_wait, timeout=10.0)
     return pool
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import psycopg
 
 from skiplock.db import connect
+from skiplock.deadline import WATCHDOG, db_deadline
 
 log = logging.getLogger("skiplock.listener")
 
@@ -32,6 +33,7 @@ class Listener:
         self.app_name = app_name
         self.connected = threading.Event()
         self.reconnects = 0
+        self.deadline = db_deadline()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skiplock-listener", daemon=True)
 
@@ -47,7 +49,8 @@ class Listener:
         while not self._stop.is_set():
             try:
                 with connect(self.url, self.app_name, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    with WATCHDOG.guard(conn, self.deadline):
+                        conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()
                     delay = 0.1
                     self.wake()  # anything sent while we were not listening is lost; poll once now
@@ -71,5 +74,8 @@ class Listener:
                 if note.payload in self.queues:
                     self.wake()
             if time.monotonic() - last_check >= HEALTH_CHECK_SECONDS:
-                conn.execute("SELECT 1")  # raises if the server or the network is gone
+                # raises if the server or the network is gone; the deadline covers a silent network,
+                # where no error would ever come
+                with WATCHDOG.guard(conn, self.deadline):
+                    conn.execute("SELECT 1")
                 last_check = time.monotonic()
