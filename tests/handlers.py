@@ -27,7 +27,10 @@ _local = threading.local()
 def _conn() -> psycopg.Connection:
     conn = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name="skiplock-test-effects")
+        # behind PgBouncer in transaction mode a handler's own connection must not prepare either
+        prepare = None if os.environ.get("SKIPLOCK_PREPARED_STATEMENTS") == "off" else 5
+        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name="skiplock-test-effects",
+                               prepare_threshold=prepare)
         _local.conn = conn
     return conn
 

@@ -21,7 +21,8 @@ from tests.conftest import REPO, worker_env
 # A value each setting must reject: a word where a number is expected, a bad choice, a bad list.
 NOT_NAMES = {"SKIPLOCK_TASKS", "SKIPLOCK_QUEUES"}  # any text is a valid list of names
 BAD_VALUE = {"SKIPLOCK_KEEP_HISTORY": "maybe", "SKIPLOCK_LOG_FORMAT": "xml", "SKIPLOCK_LOG_LEVEL": "loud",
-             "SKIPLOCK_QUEUE_LEASES": "emails:60"}
+             "SKIPLOCK_QUEUE_LEASES": "emails:60", "SKIPLOCK_DIRECT_URL": "host=a b",
+             "SKIPLOCK_PREPARED_STATEMENTS": "maybe"}
 NUMERIC = [n for n in _PARSERS if n not in NOT_NAMES and n not in BAD_VALUE]
 
 

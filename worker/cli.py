@@ -41,7 +41,7 @@ def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentPars
 def _migrate(args: argparse.Namespace) -> int:
     from skiplock.migrate import apply_migrations
 
-    applied = apply_migrations(load_settings().require_database_url())
+    applied = apply_migrations(load_settings().session_url)  # its advisory lock needs a session
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "; up to date"))
     return 0
 
@@ -121,7 +121,7 @@ def _worker(args: argparse.Namespace) -> int:
     # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
     check_database(url)
     if args.migrate:
-        apply_migrations(url)
+        apply_migrations(settings.session_url)
     worker = Worker(settings, REGISTRY)
     return worker.run(install_signals=True, exit_hard=True)
 

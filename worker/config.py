@@ -51,6 +51,10 @@ class Settings:
     log_level: str = "INFO"  # SKIPLOCK_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR
     health_port: int | None = None  # SKIPLOCK_HEALTH_PORT: serve worker liveness on this port
     history_mode: str = "delete"  # SKIPLOCK_HISTORY_MODE: delete, keep (in jobs) or partitioned (jobs_history)
+    # SKIPLOCK_DIRECT_URL: a URL straight to PostgreSQL (not through a transaction-pooling PgBouncer)
+    # for what needs a session: LISTEN and the migrations' advisory lock. Default: DATABASE_URL.
+    direct_url: str | None = None
+    prepared_statements: bool = True  # SKIPLOCK_PREPARED_STATEMENTS: off behind PgBouncer < 1.21 (transaction mode)
 
     def lease_for(self, queue: str) -> float:
         """Lease length in seconds for jobs of `queue`."""
@@ -81,6 +85,11 @@ class Settings:
                 "embedded database)."
             )
         return self.database_url
+
+    @property
+    def session_url(self) -> str:
+        """Where session-bound work goes (LISTEN, migrations): SKIPLOCK_DIRECT_URL, else DATABASE_URL."""
+        return self.direct_url or self.require_database_url()
 
 
 # ---- parsing helpers: each turns one env string into a typed value or a clear ConfigError ----
@@ -128,6 +137,16 @@ def _leases(name: str, raw: str) -> dict[str, float]:
     return leases
 
 
+def _url(name: str, raw: str) -> str | None:
+    """A second connection string (SKIPLOCK_DIRECT_URL), checked like DATABASE_URL; empty means unset."""
+    if not raw.strip():
+        return None
+    try:
+        return validate_database_url(raw.strip())
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("DATABASE_URL", name, 1)) from None
+
+
 def validate_database_url(url: str) -> str:
     """Check that `url` parses as a libpq connection string; return it unchanged."""
     try:
@@ -168,6 +187,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_LOG_FORMAT": ("log_format", lambda n, r: _choice(n, r, ("text", "json"))),
     "SKIPLOCK_LOG_LEVEL": ("log_level", lambda n, r: _choice(n, r.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))),
     "SKIPLOCK_HEALTH_PORT": ("health_port", lambda n, r: _number(n, r, int, 1, "a TCP port 1-65535", 65535)),
+    "SKIPLOCK_DIRECT_URL": ("direct_url", lambda n, r: _url(n, r)),
+    "SKIPLOCK_PREPARED_STATEMENTS": ("prepared_statements", _bool),
     "SKIPLOCK_HISTORY_MODE": ("history_mode", lambda n, r: _choice(n, r.strip().lower(),
                                                                     ("delete", "keep", "partitioned"))),
 }

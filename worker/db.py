@@ -30,14 +30,30 @@ _KEEPALIVE = {
 
 def connect_kwargs(application_name: str) -> dict[str, Any]:
     """Connection options every skiplock connection uses; the name shows in pg_stat_activity."""
-    return {"application_name": application_name, "connect_timeout": "5", **_KEEPALIVE}
+    kwargs: dict[str, Any] = {"application_name": application_name, "connect_timeout": "5", **_KEEPALIVE}
+    if not prepared_statements():
+        # psycopg prepares a statement on a connection after its 5th run; behind a PgBouncer in
+        # transaction mode (before 1.21's max_prepared_statements) the next transaction may land on
+        # another server connection where that prepared statement does not exist
+        kwargs["prepare_threshold"] = None
+    return kwargs
+
+
+def prepared_statements() -> bool:
+    """SKIPLOCK_PREPARED_STATEMENTS (default on)."""
+    from skiplock.config import _bool
+
+    return _bool("SKIPLOCK_PREPARED_STATEMENTS", os.environ.get("SKIPLOCK_PREPARED_STATEMENTS", "on"))
 
 
 def connect(url: str, application_name: str, *, autocommit: bool = True) -> psycopg.Connection:
     """Open one connection (the listener's, the migrator's, a test's)."""
     validate_database_url(url)
-    conninfo = psycopg.conninfo.make_conninfo(url, **connect_kwargs(application_name))
-    return psycopg.connect(conninfo, autocommit=autocommit)
+    options = connect_kwargs(application_name)
+    # prepare_threshold is psycopg's, not a libpq option: it cannot go into the conninfo string
+    psycopg_only = {k: options.pop(k) for k in ("prepare_threshold",) if k in options}
+    conninfo = psycopg.conninfo.make_conninfo(url, **options)
+    return psycopg.connect(conninfo, autocommit=autocommit, **psycopg_only)
 
 
 class DeadlinePool(ConnectionPool):

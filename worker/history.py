@@ -96,28 +96,27 @@ class HistoryPartitions:
         """Create missing months up to `months_ahead`; drop months wholly older than the retention."""
         now = now or datetime.now(UTC)
         result = PassResult()
-        with self.pool.connection() as conn:
-            got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()
+        # a transaction-scoped lock, held by one transaction: it also works through a PgBouncer in
+        # transaction mode, where a session lock and its unlock could land on different servers
+        with self.pool.connection() as conn, conn.transaction():
+            got = conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()
             if not (got and got[0]):
                 return result  # another worker is doing this pass
-            try:
-                existing = {m: name for name, _ in conn.execute(LIST_PARTITIONS)
-                            if (m := parse_partition_month(name)) is not None}
-                this_month = month_start(now.date())
-                for n in range(self.months_ahead + 1):
-                    month = add_months(this_month, n)
-                    if month not in existing:
-                        result.moved_from_default += create_month(conn, month)
-                        result.created.append(partition_name(month))
-                cutoff = now - self.retention
-                for month, name in sorted(existing.items()):
-                    nxt = add_months(month, 1)
-                    # drop only when the newest possible row of the month is past retention
-                    if datetime(nxt.year, nxt.month, 1, tzinfo=UTC) <= cutoff:
-                        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
-                        result.dropped.append(name)
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (LOCK_KEY,))
+            existing = {m: name for name, _ in conn.execute(LIST_PARTITIONS)
+                        if (m := parse_partition_month(name)) is not None}
+            this_month = month_start(now.date())
+            for n in range(self.months_ahead + 1):
+                month = add_months(this_month, n)
+                if month not in existing:
+                    result.moved_from_default += create_month(conn, month)
+                    result.created.append(partition_name(month))
+            cutoff = now - self.retention
+            for month, name in sorted(existing.items()):
+                nxt = add_months(month, 1)
+                # drop only when the newest possible row of the month is past retention
+                if datetime(nxt.year, nxt.month, 1, tzinfo=UTC) <= cutoff:
+                    conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
+                    result.dropped.append(name)
         if result.created or result.dropped:
             log.info("history partitions: created %s, dropped %s, moved %d row(s) from default",
                      result.created, result.dropped, result.moved_from_default)

@@ -256,7 +256,7 @@ class Worker:
             raise SchemaMissing()
 
     def _start_threads(self) -> None:
-        self.listener = Listener(self.url, set(self.queues), self.wake,
+        self.listener = Listener(self.settings.session_url, set(self.queues), self.wake,
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}")
         self.listener.start()
         for target, name in ((self._acker_loop, "skiplock-acker"),
