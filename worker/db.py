@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import psycopg.conninfo
+import psycopg.errors
 from psycopg_pool import ConnectionPool
 
 from skiplock.config import _number, validate_database_url
@@ -128,5 +129,16 @@ def is_connection_error(exc: BaseException) -> bool:
     """True when `exc` means "the database went away", which callers survive by retrying."""
     from psycopg_pool import PoolTimeout
 
-    # AdminShutdown / CannotConnectNow are OperationalErrors too; listed for the reader
-    return isinstance(exc, psycopg.OperationalError | PoolTimeout)
+    # AdminShutdown / CannotConnectNow are OperationalErrors too; listed for the reader. A read-only
+    # server (a standby not yet promoted, default_transaction_read_only) is waited out the same way:
+    # after a failover the writable primary comes back, and crashing would only make a restart loop.
+    return isinstance(exc, psycopg.OperationalError | PoolTimeout | psycopg.errors.ReadOnlySqlTransaction)
+
+
+def describe_db_error(exc: BaseException) -> str:
+    """One line for the log: the driver's first line, plus what a read-only server means."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return (f"{text}: the server is read-only (a standby, or default_transaction_read_only); waiting for "
+                "a writable primary (use target_session_attrs=read-write in a multi-host DATABASE_URL)")
+    return text

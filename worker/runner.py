@@ -32,7 +32,7 @@ from psycopg_pool import ConnectionPool
 from skiplock import core, queries
 from skiplock.backoff import backoff_seconds
 from skiplock.config import Settings
-from skiplock.db import is_connection_error, make_pool
+from skiplock.db import describe_db_error, is_connection_error, make_pool
 from skiplock.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
 from skiplock.latency import LatencyRecorder, fold_exited
 from skiplock.listener import Listener
@@ -320,7 +320,7 @@ class Worker:
                         raise
                     self.counters.claim_errors += 1
                     log.warning("claim failed, database unavailable (%s); retrying in %.1fs",
-                                first_line(str(exc)), backoff)
+                                describe_db_error(exc), backoff)
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
@@ -509,7 +509,7 @@ class Worker:
                 log.exception("ack batch failed; will retry")
             else:
                 log.warning("ack failed, database unavailable (%s); keeping %d results",
-                            first_line(str(exc)), len(outcomes))
+                            describe_db_error(exc), len(outcomes))
             self.counters.ack_errors += 1
             return False
         for outcome in outcomes:
@@ -547,7 +547,7 @@ class Worker:
             if not is_connection_error(exc):
                 log.exception("heartbeat failed")
             else:
-                log.warning("heartbeat failed, database unavailable (%s)", first_line(str(exc)))
+                log.warning("heartbeat failed, database unavailable (%s)", describe_db_error(exc))
             return set()
         with self._lock:
             # ids acked while the heartbeat ran are not lost, just gone
