@@ -45,6 +45,10 @@ def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     add("drain 2 proc: skiplock / best PgQueuer >= 1.5", _median(results, "drain_w2", "skiplock"), best_pgq, 1.5)
     add("drain 2 proc: skiplock / raw psycopg loop >= 0.75", _median(results, "drain_w2", "skiplock"),
         _median(results, "drain_w2", "raw-psycopg"), 0.75)
+    best_pgq_async = max(filter(None, [_median(results, "drain_async", "pgqueuer-b10"),
+                                       _median(results, "drain_async", "pgqueuer-b50")]), default=None)
+    add("async drain: skiplock / best PgQueuer >= 1", _median(results, "drain_async", "skiplock"),
+        best_pgq_async, 1.0)
     add("bulk: skiplock / PgQueuer >= 2", _median(results, "bulk", "skiplock"),
         _median(results, "bulk", "pgqueuer-b10"), 2.0)
     pgq_p99 = min(filter(None, [_median(results, "latency", "pgqueuer-b10", "p99_ms"),
