@@ -6,12 +6,15 @@
 - `aeffect`: records one test_effects row per run through a psycopg AsyncConnection, like
   tests.handlers.behave, after awaiting payload "sleep" seconds; raises on attempts <= "fail_times".
   A run cancelled by the worker records a row in test_effects with queue 'aeffect-cancelled' first.
+- `ablock`: the user bug of a coroutine that blocks its loop: time.sleep(payload["block"]), then
+  records its run like `aeffect`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 import psycopg
@@ -57,3 +60,9 @@ async def effect(payload: dict[str, Any], job: JobContext) -> None:
     await _record(job, job.queue, payload)
     if job.attempt <= payload.get("fail_times", 0):
         raise RuntimeError(f"async failure on attempt {job.attempt}")
+
+
+@task("ablock")
+async def blocks_the_loop(payload: dict[str, Any], job: JobContext) -> None:
+    time.sleep(payload["block"])  # deliberately blocking: nothing else on this loop runs meanwhile
+    await _record(job, job.queue, payload)

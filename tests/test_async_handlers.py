@@ -102,6 +102,26 @@ def test_blocked_sync_threads_do_not_stall_async_handlers(conn, spawn_worker):
 
 
 @pytest.mark.slow
+def test_a_blocked_loop_stalls_neither_sync_handlers_nor_the_heartbeat(conn, spawn_worker):
+    blocker = enqueue("ablock", {"block": 6})
+    worker = spawn_worker(SKIPLOCK_TASKS=MIXED, SKIPLOCK_QUEUES="t1,ablock", SKIPLOCK_LEASE_SECONDS="1.5",
+                          SKIPLOCK_REAPER_INTERVAL="0.3")
+    wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (blocker,)) == "running",
+             timeout=30, message="the blocking coroutine claimed")
+    enqueue_many([("t1", {"n": i}) for i in range(30)])
+    wait_for(lambda: left(conn, "t1") == 0, timeout=30, message="sync jobs drained while the loop is blocked")
+    # it has now run for twice its 1.5 s lease: only heartbeats, from their own thread, kept it
+    wait_for(lambda: scalar(conn, "SELECT now() - started_at > interval '3 s' FROM jobs WHERE id = %s",
+                            (blocker,)), timeout=30, message="the blocker running past two leases")
+    status, attempts, lease_ok = conn.execute(
+        "SELECT status::text, attempts, lease_until > now() FROM jobs WHERE id = %s", (blocker,)).fetchone()
+    assert (status, attempts, lease_ok) == ("running", 1, True)  # never reaped
+    wait_for(lambda: left(conn, "ablock") == 0, timeout=30, message="the blocker finished and acked")
+    assert worker.terminate() == 0
+    assert effects(conn, "ablock") == {blocker: 1} and len(effects(conn, "t1")) == 30
+
+
+@pytest.mark.slow
 def test_sigkill_mid_drain_loses_nothing(conn, spawn_worker):
     ids = enqueue_many([("aeffect", {"sleep": 0.05, "n": i}) for i in range(400)])
     settings = {"SKIPLOCK_TASKS": ASYNC, "SKIPLOCK_LEASE_SECONDS": "2", "SKIPLOCK_REAPER_INTERVAL": "0.5",
@@ -163,3 +183,23 @@ def test_async_recurring_task_fires(conn, spawn_worker):
     assert set(runs.values()) == {1}
     slots = {r[0] for r in conn.execute("SELECT job_id FROM recurring_slots WHERE name = 'aticks'").fetchall()}
     assert set(runs) <= slots
+
+
+def test_lanes_split_queues_by_handler_kind_with_their_own_slots():
+    from skiplock.config import load_settings
+    from skiplock.lanes import ASYNC, SYNC, build_lanes
+
+    async def coro(payload):  # pragma: no cover - never run
+        return payload
+
+    def plain(payload):  # pragma: no cover - never run
+        return payload
+
+    tasks = {q: Task(q, f, False, is_async=f is coro) for q, f in (("a1", coro), ("s1", plain), ("a2", coro))}
+    settings = load_settings({"SKIPLOCK_CONCURRENCY": "4", "SKIPLOCK_ASYNC_CONCURRENCY": "300"})
+    sync, async_ = build_lanes(settings, tasks, ["a1", "s1", "a2"], [10.0, 20.0, 30.0])
+    assert (sync.kind, sync.slots, sync.queues, sync.leases) == (SYNC, 4, ["s1"], [20.0])
+    assert (async_.kind, async_.slots, async_.queues, async_.leases) == (ASYNC, 300, ["a1", "a2"], [10.0, 30.0])
+    assert async_.plan[0] == 300  # nothing measured yet: hold exactly the free async slots
+    only_async = build_lanes(settings, tasks, ["a2"], [30.0])
+    assert [lane.kind for lane in only_async] == [ASYNC]

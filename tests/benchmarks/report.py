@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "raw-psycopg", "pgbench"]
-THROUGHPUT = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "recipe"]
+THROUGHPUT = ["enqueue_p1", "enqueue_p4", "bulk", "drain_w1", "drain_w2", "recipe", "drain_async"]
 
 
 def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
@@ -127,6 +127,8 @@ def bar_chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = [w for w in [*THROUGHPUT, "latency"] if results.get(w)]
+    if not panels:
+        return  # a run of other workloads only (--only steady, say): nothing to chart
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4), squeeze=False)
     for ax, workload in zip(axes[0], panels, strict=True):
         key = "p99_ms" if workload == "latency" else "jobs_per_s"
