@@ -62,6 +62,8 @@ class AsyncHandlerLoop:
             self._running[job.id] = current
             try:
                 await self._run_job(job)
+            except Exception:  # a bug in our own bookkeeping: keep the loop, the lease will expire
+                log.exception("job %d: internal error after its async handler ran", job.id)
             finally:
                 self._running.pop(job.id, None)
 

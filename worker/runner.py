@@ -615,7 +615,8 @@ class Worker:
         with self.pool.connection() as conn:
             conn.execute(queries.WORKER_UPSERT, {
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
-                "queues": self.queues, "concurrency": self.settings.concurrency,
+                # slots of both kinds this worker runs (threads and async), for the console's gauges
+                "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
                 "in_flight": len(self._inflight)})
             self.latency.save(conn, self.worker_id)
 
