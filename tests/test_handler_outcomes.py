@@ -107,13 +107,3 @@ def test_sigint_with_a_job_in_flight_releases_it_and_exits_0(conn, spawn_worker)
                                            (job,)).fetchone()
     assert (status, attempts, owner) == ("queued", 0, None)
     assert "Traceback" not in worker.log()
-
-
-def test_async_handler_is_refused_at_registration():
-    from skiplock.errors import ConfigError
-    from skiplock.registry import task
-
-    with pytest.raises(ConfigError, match="is async"):
-        @task("never-registered")
-        async def handler(payload):  # pragma: no cover - never called
-            return payload

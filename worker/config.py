@@ -29,6 +29,7 @@ class Settings:
     tasks: tuple[str, ...] = ()  # SKIPLOCK_TASKS: modules that register handlers
     queues: tuple[str, ...] = ()  # SKIPLOCK_QUEUES: limit the worker to these queues
     concurrency: int = 10  # SKIPLOCK_CONCURRENCY: handler threads per worker process
+    async_concurrency: int = 100  # SKIPLOCK_ASYNC_CONCURRENCY: async handlers awaited at once per worker
     batch_size: int = 50  # SKIPLOCK_BATCH_SIZE: most jobs one claim may take
     prefetch: int | None = None  # SKIPLOCK_PREFETCH: claimed jobs held waiting for a slot; auto by default
     poll_interval: float = 1.0  # SKIPLOCK_POLL_INTERVAL: seconds between polls when idle
@@ -161,6 +162,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_TASKS": ("tasks", _names),
     "SKIPLOCK_QUEUES": ("queues", _names),
     "SKIPLOCK_CONCURRENCY": ("concurrency", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
+    "SKIPLOCK_ASYNC_CONCURRENCY": (
+        "async_concurrency", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_BATCH_SIZE": ("batch_size", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_PREFETCH": ("prefetch", lambda n, r: None if r.strip().lower() == "auto"
                           else _number(n, r, int, 0, "'auto' or a whole number >= 0")),

@@ -78,6 +78,8 @@ class Task:
     lease_seconds: float | None = None
     max_attempts: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # an `async def` handler: the worker runs it on its event loop thread (worker/async_pool.py)
+    is_async: bool = False
 
     def __call__(self, payload: Any, job: JobContext) -> Any:
         if self.wants_job:
@@ -127,7 +129,8 @@ def task(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the handler of `queue`.
 
-    The function takes the payload, and may declare `job` to receive a JobContext. `lease`
+    The function takes the payload, and may declare `job` to receive a JobContext. It may be an
+    `async def`: the worker then awaits it on its own event loop (SKIPLOCK_ASYNC_CONCURRENCY). `lease`
     overrides the lease length for this queue. Extra keywords (e.g. `every="5m"`) are passed to
     option hooks such as recurring schedules; unknown ones are an error.
     """
@@ -135,17 +138,14 @@ def task(
         raise ConfigError("@task needs a non-empty queue name")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        if inspect.iscoroutinefunction(func):
-            # the worker calls handlers in threads and never awaits: the body would never run
-            raise ConfigError(f"handler {_qualname(func)} is async; skiplock runs plain functions "
-                              "(use def, or asyncio.run(...) inside it)")
         params = inspect.signature(func).parameters
         wants_job = "job" in params
         positional = [p for p in params.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
         if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params.values()):
             raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
-        REGISTRY.add(Task(queue, func, wants_job, lease, max_attempts, dict(options)))
+        REGISTRY.add(Task(queue, func, wants_job, lease, max_attempts, dict(options),
+                          is_async=inspect.iscoroutinefunction(func)))
         for key, value in options.items():
             hook = TASK_OPTION_HOOKS.get(key)
             if hook is None:

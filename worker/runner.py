@@ -4,6 +4,8 @@ Threads, and what each one owns:
 - main thread: the claim loop. Claims up to the number of free slots in one statement, hands
   jobs to the handler pool, then sleeps until a NOTIFY, a freed slot or the poll interval.
 - handler pool (`concurrency` threads): runs handlers; no transaction is open meanwhile.
+- async loop (worker/async_pool.py, only when some queue has an `async def` handler): awaits
+  those handlers, `async_concurrency` at once. Each kind has its own slots (worker/lanes.py).
 - acker: gathers outcomes and writes each batch with one fenced statement; on a lost
   connection it keeps them and retries, so finished work is never forgotten.
 - heartbeat: extends the leases of running and not-yet-acked jobs.
@@ -12,6 +14,7 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -30,14 +33,15 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from skiplock import core, queries
+from skiplock.async_pool import AsyncHandlerLoop
 from skiplock.backoff import backoff_seconds
 from skiplock.config import Settings
 from skiplock.db import describe_db_error, is_connection_error, make_pool
 from skiplock.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from skiplock.lanes import ASYNC, Lane, build_lanes
 from skiplock.latency import LatencyRecorder, fold_exited
 from skiplock.listener import Listener
 from skiplock.maintenance import add_service, build_scheduler
-from skiplock.prefetch import ClaimSizing
 from skiplock.reaper import Reaper
 from skiplock.registry import REGISTRY, JobContext, Registry, Task
 
@@ -46,6 +50,7 @@ log = logging.getLogger("skiplock.worker")
 MAX_ERROR_CHARS = 8000
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
+ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before their jobs are released
 
 
 def make_worker_id() -> str:
@@ -155,10 +160,14 @@ class Worker:
         # Handler threads take jobs from a SimpleQueue: a put/get costs ~3 us of CPU per job,
         # a ThreadPoolExecutor submit (Future, locks, work item) ~15 us, on the hot path.
         self._jobs: queue_mod.SimpleQueue[core.ClaimedJob | None] = queue_mod.SimpleQueue()
-        # How many claimed jobs to hold (slots plus a buffer that hides the claim round trip)
-        # and when to claim again; see worker/prefetch.py. Re-planned on every claim-loop turn.
-        self.sizing = ClaimSizing(settings.concurrency, settings.batch_size, settings.prefetch)
-        self._plan = self.sizing.plan()
+        # Sync and async queues each have their own slots and claim sizing (how many claimed jobs
+        # to hold, and when to claim again; see worker/prefetch.py), re-planned every turn.
+        self.lanes = build_lanes(settings, self.tasks, self.queues, self.leases)
+        self._lane_of: dict[str, Lane] = {q: lane for lane in self.lanes for q in lane.queues}
+        self.async_loop: AsyncHandlerLoop | None = None
+        if any(lane.kind == ASYNC for lane in self.lanes):
+            self.async_loop = AsyncHandlerLoop(settings.async_concurrency, self._execute_async)
+        self._claim_backoff = 0.1
         self._never_started: list[int] = []  # claimed, not run because we are stopping
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
         self.listener: Listener | None = None
@@ -232,8 +241,9 @@ class Worker:
         self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
         self._check_schema()
         self.reaper = Reaper(self.pool)
-        log.info("worker %s starting: queues=%s concurrency=%d batch=%d", self.worker_id,
-                 ",".join(self.queues), self.settings.concurrency, self.settings.batch_size)
+        log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
+                 ",".join(self.queues), self.settings.concurrency,
+                 self.settings.async_concurrency if self.async_loop else "-", self.settings.batch_size)
         self._start_threads()
         try:
             self._claim_loop()
@@ -264,7 +274,10 @@ class Worker:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        for index in range(self.settings.concurrency):
+        if self.async_loop is not None:
+            self.async_loop.start()
+        sync_slots = self.settings.concurrency if any(lane.kind != ASYNC for lane in self.lanes) else 0
+        for index in range(sync_slots):
             # daemons: a handler still running a released job must not hold the process open
             thread = threading.Thread(target=self._handler_loop, name=f"skiplock-handler_{index}", daemon=True)
             thread.start()
@@ -299,47 +312,54 @@ class Worker:
                         HistoryPartitions(pool, self.settings.history_retention).run_once, 3600.0)
 
     def _claim_loop(self) -> None:
-        backoff = 0.1
         while not self._stop.is_set():
             self.loop_tick = time.monotonic()
             self._wake.clear()
-            self._plan = capacity, threshold = self.sizing.plan()
-            with self._lock:
-                free = capacity - len(self._inflight)
-                busy = bool(self._inflight)
-            claimed_full = False
-            # A claim is a round trip and a commit: take a few places only when nothing is held,
-            # else wait until enough are open to be worth it (_finish wakes us at the threshold).
-            if free > 0 and (free >= threshold or not busy):
-                want = min(free, self.settings.batch_size)
-                try:
-                    jobs = self._claim(want)
-                    backoff = 0.1
-                except Exception as exc:
-                    if not is_connection_error(exc):
-                        raise
-                    self.counters.claim_errors += 1
-                    log.warning("claim failed, database unavailable (%s); retrying in %.1fs",
-                                describe_db_error(exc), backoff)
-                    self._stop.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                for job in jobs:
-                    self._start_job(job)
-                claimed_full = len(jobs) == want
-            if claimed_full:
+            claimed_full = backed_off = False
+            for lane in self.lanes:  # one claim per handler kind, sized from that kind's free slots
+                lane.plan = capacity, threshold = lane.sizing.plan()
+                with self._lock:
+                    free = capacity - lane.held
+                    busy = lane.held > 0
+                # A claim is a round trip and a commit: take a few places only when nothing is held,
+                # else wait until enough are open to be worth it (_finish wakes us at the threshold).
+                if free > 0 and (free >= threshold or not busy):
+                    want = min(free, self.settings.batch_size)
+                    jobs = self._claim_or_back_off(lane, want)
+                    if jobs is None:
+                        backed_off = True  # database unavailable: the back-off has waited already
+                        break
+                    self._start_jobs(lane, jobs)
+                    claimed_full = claimed_full or len(jobs) == want
+            if claimed_full or backed_off:
                 continue  # more may be ready: claim again as soon as slots allow
             self._wake.wait(self.settings.poll_interval)
 
-    def _claim(self, limit: int) -> list[core.ClaimedJob]:
+    def _claim_or_back_off(self, lane: Lane, want: int) -> list[core.ClaimedJob] | None:
+        """Claim for `lane`; on a lost database, wait with a growing back-off and return None."""
+        try:
+            jobs = self._claim(lane, want)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            self.counters.claim_errors += 1
+            log.warning("claim failed, database unavailable (%s); retrying in %.1fs",
+                        describe_db_error(exc), self._claim_backoff)
+            self._stop.wait(self._claim_backoff)
+            self._claim_backoff = min(self._claim_backoff * 2, 5.0)
+            return None
+        self._claim_backoff = 0.1
+        return jobs
+
+    def _claim(self, lane: Lane, limit: int) -> list[core.ClaimedJob]:
         assert self.pool is not None
         started = time.perf_counter()
         with self.pool.connection() as conn:
-            jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True,
+            jobs = core.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
                               with_context=self._wants_context)
         elapsed = time.perf_counter() - started
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
-            self.sizing.observe_claim(elapsed)
+            lane.sizing.observe_claim(elapsed)
         self.latency.observe("claim", elapsed)
         self.latency.observe("claim_batch", len(jobs))
         self.counters.claimed += len(jobs)
@@ -347,10 +367,19 @@ class Worker:
             self.counters.claim_seconds.append(elapsed)
         return jobs
 
-    def _start_job(self, job: core.ClaimedJob) -> None:
+    def _start_jobs(self, lane: Lane, jobs: list[core.ClaimedJob]) -> None:
+        if not jobs:
+            return
         with self._lock:
-            self._inflight[job.id] = job
-        self._jobs.put(job)
+            for job in jobs:
+                self._inflight[job.id] = job
+            lane.held += len(jobs)
+        if lane.kind == ASYNC:
+            assert self.async_loop is not None
+            self.async_loop.submit(jobs)  # one thread-safe hand-over per batch
+        else:
+            for job in jobs:
+                self._jobs.put(job)
 
     # ---- one job ---------------------------------------------------------------------------
 
@@ -377,19 +406,54 @@ class Worker:
                 if inspect.iscoroutine(result):
                     result.close()
                 raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
-                                       "without running it: async handlers are not supported, use a plain def")
+                                       "without running it: declare the handler itself `async def` so "
+                                       "the worker awaits it")
             outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
-        except PermanentFailure as exc:
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
-        except Discard as exc:
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
-        except RetryAfter as exc:
-            outcome = self._retry_or_dead(job, exc, exc.seconds)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
-            outcome = self._retry_or_dead(job, exc, None)
+            outcome = self._failure_outcome(job, exc)
+        self._record(job, outcome, started, context)
+
+    async def _execute_async(self, job: core.ClaimedJob) -> None:
+        """_execute for an `async def` handler, awaited on the worker's event loop thread."""
+        task = self.tasks[job.queue]
+        started = time.perf_counter()
+        context: JobContext | None = None
+        try:
+            payload = json.loads(job.payload)
+            if task.wants_job:
+                context = self._context(job)
+                await task.func(payload, job=context)
+            else:
+                await task.func(payload)
+            outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # cancelled by the shutdown after its grace: no outcome, the job stays in flight
+                # and _shutdown releases it to its queue at once (the attempt does not count)
+                raise
+            outcome = self._failure_outcome(job, exc)  # the handler's own code raised it
+        except BaseException as exc:
+            outcome = self._failure_outcome(job, exc)
+        self._record(job, outcome, started, context)
+
+    def _failure_outcome(self, job: core.ClaimedJob, exc: BaseException) -> core.Outcome:
+        """What a handler's exception means for its job: dead, discarded, or retried (or dead when out)."""
+        if isinstance(exc, PermanentFailure):
+            return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
+        if isinstance(exc, Discard):
+            return core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
+        if isinstance(exc, RetryAfter):
+            return self._retry_or_dead(job, exc, exc.seconds)
+        return self._retry_or_dead(job, exc, None)
+
+    def _record(self, job: core.ClaimedJob, outcome: core.Outcome, started: float,
+                context: JobContext | None = None) -> None:
+        """Time the handler, then hand its outcome to the acker (unless the handler completed the job
+        itself with job.complete(conn) / complete_async(conn))."""
         seconds = time.perf_counter() - started
         self.latency.observe("handler", seconds)
-        self.sizing.observe_handler(seconds)
+        self._lane_of[job.queue].sizing.observe_handler(seconds)
         duration_ms = seconds * 1000
         # job.complete(conn) already wrote the success in the handler's transaction: no second ack
         self._finish(job, outcome, duration_ms,
@@ -427,17 +491,19 @@ class Worker:
             log.warning("job %d queue=%s attempt=%d/%d %s after %.1fms: %s", job.id, job.queue,
                         job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
                         extra=_log_fields(job, outcome, duration_ms))
+        lane = self._lane_of[job.queue]
         with self._lock:
-            self._inflight.pop(job.id, None)
+            if self._inflight.pop(job.id, None) is not None:
+                lane.held -= 1
             if not self._inflight:
                 self._idle.notify_all()
             if acked:
                 self.counters.succeeded += 1
             else:
                 self._unacked[job.id] = job.queue
-            capacity, threshold = self._plan
-            free = capacity - len(self._inflight)
-            idle = not self._inflight
+            capacity, threshold = lane.plan
+            free = capacity - lane.held
+            idle = not lane.held
         if not acked:
             self._outcomes.put(outcome)
         if (self._outcomes.qsize() + self._ack_holding >= self.settings.ack_batch
@@ -449,7 +515,8 @@ class Worker:
     def _give_back(self, job: core.ClaimedJob) -> None:
         """Forget a claimed job that was never started; shutdown releases it to its queue."""
         with self._lock:
-            self._inflight.pop(job.id, None)
+            if self._inflight.pop(job.id, None) is not None:
+                self._lane_of[job.queue].held -= 1
             self._never_started.append(job.id)
             if not self._inflight:
                 self._idle.notify_all()
@@ -562,7 +629,8 @@ class Worker:
         with self.pool.connection() as conn:
             conn.execute(queries.WORKER_UPSERT, {
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
-                "queues": self.queues, "concurrency": self.settings.concurrency,
+                # slots of both kinds this worker runs (threads and async), for the console's gauges
+                "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
                 "in_flight": len(self._inflight)})
             self.latency.save(conn, self.worker_id)
 
@@ -581,6 +649,12 @@ class Worker:
                 while self._inflight and not self._skip_grace and time.monotonic() < deadline:
                     # short waits so a second signal (skip the grace) is seen promptly
                     self._idle.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
+        if self.async_loop is not None:
+            # coroutines still running after the grace are cancelled (they see CancelledError and
+            # may clean up); their jobs stay in flight and are released below, at once
+            cancelled = self.async_loop.cancel_running(ASYNC_CANCEL_SECONDS)
+            if cancelled:
+                log.info("cancelled %d async handler(s) still running after the grace period", cancelled)
         self._drain_acks(timeout=10.0)
         with self._lock:
             unfinished = [*self._never_started, *self._inflight]
@@ -595,6 +669,8 @@ class Worker:
         self._delete_worker_row()
         for _ in self._handlers:
             self._jobs.put(None)  # idle handler threads end; busy ones are daemons (see below)
+        if self.async_loop is not None:
+            self.async_loop.stop()
         if self.pool is not None:
             self.pool.close(timeout=2.0)
         log.info("worker %s stopped: %d ok, %d retried, %d dead, %d stale acks", self.worker_id,
@@ -620,12 +696,17 @@ class Worker:
             if job is not None:
                 waiting.append(job)
         with self._lock:
-            busy = len(self._inflight) - len(waiting)  # started, or being picked up right now
+            sync_held = sum(lane.held for lane in self.lanes if lane.kind != ASYNC)
+        busy = sync_held - len(waiting)  # started, or being picked up right now
         idle = max(0, self.settings.concurrency - busy)
         for job in waiting[:idle]:
             self._jobs.put(job)
         for job in waiting[idle:]:
             self._give_back(job)
+        if self.async_loop is not None:
+            # async jobs still waiting for a slot: none of their code ran, so they go back now
+            for job in self.async_loop.take_waiting():
+                self._give_back(job)
 
     def _drain_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -40,7 +40,7 @@ from skiplock.bench import (
     wait_for_steady_probes,
     wait_until,
 )
-from tests.benchmarks.peers import procrastinate_app
+from tests.benchmarks.peers import ASYNC_SLOTS, procrastinate_app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,9 +48,9 @@ REPO = Path(__file__).resolve().parents[2]
 # ---- sizes -----------------------------------------------------------------------------------
 
 FULL = {"single": 2000, "bulk": 20_000, "drain": 20_000, "drain_slow": 500, "latency": 300,
-        "recipe": 100_000, "steady_seconds": 60.0}
+        "recipe": 100_000, "steady_seconds": 60.0, "drain_async": 20_000}
 QUICK = {"single": 300, "bulk": 5000, "drain": 5000, "drain_slow": 300, "latency": 40,
-         "recipe": 10_000, "steady_seconds": 8.0}
+         "recipe": 10_000, "steady_seconds": 8.0, "drain_async": 2000}
 
 
 # ---- peer helpers ----------------------------------------------------------------------------
@@ -208,6 +208,15 @@ class Skiplock(System):
     def steady(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return bench.steady(url, ctx["rate"], s["steady_seconds"])
 
+    def drain_async(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        """1 process, `async def` handlers awaiting 10 ms (tests/benchmarks/async_tasks.py), 200 at once."""
+        jobs = s["drain_async"]
+        with bench.skiplock_workers(url, 1, tasks="tests.benchmarks.async_tasks",
+                                    async_concurrency=ASYNC_SLOTS, batch_size=50):
+            committed = bench.seed_jobs(url, jobs)
+            done = bench.wait_acked(url, jobs, timeout=max(60.0, jobs / 50))
+        return _rate(jobs, done - committed)
+
 
 class PgQueuer(System):
     migrate_skiplock = False
@@ -238,6 +247,11 @@ class PgQueuer(System):
 
     def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return self._drain(url, s["drain"], 2)
+
+    def drain_async(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        jobs = s["drain_async"]
+        return peer_drain("pgqueuer-sleep", url, 1, self.batch, lambda: asyncio.run(_pgq_bulk(url, jobs)),
+                          jobs, "pgqueuer", timeout=max(60.0, jobs / 50))
 
     def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         probe = ProbeReceiver()
@@ -338,6 +352,11 @@ class Procrastinate(System):
 
     def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return self._drain(url, s["drain_slow"], 2)
+
+    def drain_async(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        jobs = s["drain_async"]
+        return peer_drain("procrastinate-sleep", url, 1, ASYNC_SLOTS, lambda: self._bulk(url, jobs), jobs,
+                          "procrastinate_jobs", timeout=max(120.0, jobs / 20))
 
     def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         probe = ProbeReceiver()
@@ -474,7 +493,8 @@ def _check_empty(url: str, strict: bool = True) -> int:
 
 # ---- the run ---------------------------------------------------------------------------------
 
-WORKLOADS = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "latency", "recipe"]
+WORKLOADS = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "latency", "recipe",
+             "drain_async"]
 TITLES = {
     "enqueue_p1": "1. enqueue, 1 job/transaction, 1 producer (jobs/s)",
     "enqueue_p4": "1. enqueue, 1 job/transaction, 4 producers (jobs/s)",
@@ -485,6 +505,7 @@ TITLES = {
     "latency": "4. idle pickup latency, commit -> handler start (ms)",
     "recipe": "5. seed recipe: 32 slots, batch 50, 2-5 ms handlers (jobs/s)",
     "steady": "6. steady state at half capacity, end-to-end (ms)",
+    "drain_async": "7. async drain, handlers await 10 ms, 200 in flight, 1 process (jobs/s)",
 }
 
 

@@ -3,6 +3,10 @@
     python -m tests.benchmarks.peers pgqueuer URL BATCH PROBE_PORT
     python -m tests.benchmarks.peers procrastinate URL CONCURRENCY PROBE_PORT
     python -m tests.benchmarks.peers rawloop URL BATCH      (prints "ready", waits for "go" on stdin)
+    python -m tests.benchmarks.peers pgqueuer-sleep URL BATCH / procrastinate-sleep URL CONCURRENCY
+
+The -sleep variants run the async drain's handler instead: `await asyncio.sleep(ASYNC_SLEEP)`,
+at most ASYNC_SLOTS at once (what compare.py's drain_async gives skiplock too).
 
 Handlers behave like skiplock.bench_tasks: a payload with "p" sends (seq, enqueue time, start
 time) to the probe port over loopback UDP; anything else is a no-op. SIGTERM stops them.
@@ -20,6 +24,9 @@ from typing import Any
 
 _sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 _probe_port = 0
+
+ASYNC_SLEEP = 0.01  # seconds each async-drain handler awaits
+ASYNC_SLOTS = 200  # handlers in flight at once per worker process, for every system in that drain
 
 # The raw ceiling's two statements: claim 50 with the SKIP LOCKED CTE (one transaction), then
 # delete them (a second transaction). The same text runs in pgbench (see compare.py).
@@ -55,8 +62,11 @@ async def _until_sigterm() -> None:
     await stop.wait()
 
 
-async def run_pgqueuer(url: str, batch: int) -> None:
-    """A PgQueuer QueueManager on its default asyncpg driver, batch size `batch`."""
+async def run_pgqueuer(url: str, batch: int, sleep: float = 0.0) -> None:
+    """A PgQueuer QueueManager on its default asyncpg driver, batch size `batch`.
+
+    With `sleep`, each job awaits that long, ASYNC_SLOTS jobs at most at once.
+    """
     import asyncpg
     from pgqueuer import AsyncpgDriver, Queries, QueueManager
 
@@ -65,33 +75,41 @@ async def run_pgqueuer(url: str, batch: int) -> None:
 
     @qm.entrypoint("bench")
     async def bench(job: Any) -> None:
+        if sleep:
+            await asyncio.sleep(sleep)
         if job.payload:
             probe(json.loads(job.payload))
 
     from datetime import timedelta
 
-    runner = asyncio.create_task(qm.run(batch_size=batch, dequeue_timeout=timedelta(seconds=1)))
+    runner = asyncio.create_task(qm.run(batch_size=batch, dequeue_timeout=timedelta(seconds=1),
+                                        max_concurrent_tasks=ASYNC_SLOTS if sleep else None))
     await _until_sigterm()
     qm.shutdown.set()
     await asyncio.wait_for(runner, timeout=10)
 
 
-def procrastinate_app(url: str) -> Any:
-    """A Procrastinate app with the bench task (queue 'bench')."""
+def procrastinate_app(url: str, sleep: float = 0.0) -> Any:
+    """A Procrastinate app with the bench task (queue 'bench'); with `sleep`, an async task awaiting it."""
     import procrastinate
 
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
 
-    @app.task(name="bench", queue="bench")
-    def bench(**kwargs: Any) -> None:
-        probe(kwargs)
+    if sleep:
+        @app.task(name="bench", queue="bench")
+        async def bench_async(**kwargs: Any) -> None:
+            await asyncio.sleep(sleep)
+    else:
+        @app.task(name="bench", queue="bench")
+        def bench(**kwargs: Any) -> None:
+            probe(kwargs)
 
     return app
 
 
-async def run_procrastinate(url: str, concurrency: int) -> None:
+async def run_procrastinate(url: str, concurrency: int, sleep: float = 0.0) -> None:
     """A Procrastinate worker that deletes successful jobs (as skiplock does)."""
-    app = procrastinate_app(url)
+    app = procrastinate_app(url, sleep)
     async with app.open_async():
         await app.run_worker_async(queues=["bench"], concurrency=concurrency, delete_jobs="successful",
                                    install_signal_handlers=True)
@@ -120,6 +138,10 @@ def main(argv: list[str]) -> None:
         asyncio.run(run_pgqueuer(url, size))
     elif system == "procrastinate":
         asyncio.run(run_procrastinate(url, size))
+    elif system == "pgqueuer-sleep":
+        asyncio.run(run_pgqueuer(url, size, ASYNC_SLEEP))
+    elif system == "procrastinate-sleep":
+        asyncio.run(run_procrastinate(url, size, ASYNC_SLEEP))
     elif system == "rawloop":
         run_rawloop(url, size)
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "raw-psycopg", "pgbench"]
-THROUGHPUT = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "recipe"]
+THROUGHPUT = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "recipe", "drain_async"]
 
 
 def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
@@ -45,6 +45,10 @@ def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     add("drain 2 proc: skiplock / best PgQueuer >= 1.5", _median(results, "drain_w2", "skiplock"), best_pgq, 1.5)
     add("drain 2 proc: skiplock / raw psycopg loop >= 0.75", _median(results, "drain_w2", "skiplock"),
         _median(results, "drain_w2", "raw-psycopg"), 0.75)
+    best_pgq_async = max(filter(None, [_median(results, "drain_async", "pgqueuer-b10"),
+                                       _median(results, "drain_async", "pgqueuer-b50")]), default=None)
+    add("async drain: skiplock / best PgQueuer >= 1", _median(results, "drain_async", "skiplock"),
+        best_pgq_async, 1.0)
     add("bulk: skiplock / PgQueuer >= 2", _median(results, "bulk", "skiplock"),
         _median(results, "bulk", "pgqueuer-b10"), 2.0)
     pgq_p99 = min(filter(None, [_median(results, "latency", "pgqueuer-b10", "p99_ms"),
@@ -126,6 +130,8 @@ def bar_chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = [w for w in [*THROUGHPUT, "latency"] if results.get(w)]
+    if not panels:
+        return  # a run of other workloads only (--only steady, say): nothing to chart
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4), squeeze=False)
     for ax, workload in zip(axes[0], panels, strict=True):
         key = "p99_ms" if workload == "latency" else "jobs_per_s"
