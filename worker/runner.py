@@ -12,7 +12,6 @@ Threads, and what each one owns:
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
@@ -21,7 +20,6 @@ import signal
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,21 +27,20 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, queries
-from skiplock.backoff import backoff_seconds
+from skiplock import core, outcomes, queries
 from skiplock.config import Settings
 from skiplock.db import is_connection_error, make_pool
-from skiplock.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from skiplock.errors import ConfigError, SchemaMissing
 from skiplock.latency import LatencyRecorder, fold_exited
 from skiplock.listener import Listener
 from skiplock.maintenance import add_service, build_scheduler
+from skiplock.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.prefetch import ClaimSizing
 from skiplock.reaper import Reaper
 from skiplock.registry import REGISTRY, JobContext, Registry, Task
 
 log = logging.getLogger("skiplock.worker")
 
-MAX_ERROR_CHARS = 8000
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 
@@ -51,15 +48,6 @@ SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before th
 def make_worker_id() -> str:
     """host:pid:random; unique across restarts so a new process never inherits an old fence."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def format_error(exc: BaseException) -> str:
-    """The traceback, truncated from the middle so both the cause and the raise site survive."""
-    text = "".join(traceback.format_exception(exc)).strip()
-    if len(text) <= MAX_ERROR_CHARS:
-        return text
-    half = MAX_ERROR_CHARS // 2
-    return f"{text[:half]}\n... [{len(text) - MAX_ERROR_CHARS} characters cut] ...\n{text[-half:]}"
 
 
 def first_line(text: str | None) -> str:
@@ -369,22 +357,11 @@ class Worker:
             # the context is built only for handlers that declare `job`: most do not, and it is
             # a frozen dataclass of ten fields, built per job
             result = task.func(payload, job=self._context(job)) if task.wants_job else task.func(payload)
-            if inspect.isawaitable(result):
-                # an un-awaited coroutine means the handler's work never ran: calling that a
-                # success would silently lose the job, so it is dead with the reason instead
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
-                                       "without running it: async handlers are not supported, use a plain def")
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
-        except PermanentFailure as exc:
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
-        except Discard as exc:
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
-        except RetryAfter as exc:
-            outcome = self._retry_or_dead(job, exc, exc.seconds)
+            outcomes.check_result(job, result)
+            outcome = outcomes.succeeded(job)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
-            outcome = self._retry_or_dead(job, exc, None)
+            outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
+                                             backoff_cap=self.settings.backoff_cap)
         seconds = time.perf_counter() - started
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)
@@ -397,14 +374,6 @@ class Worker:
         assert job.created_at is not None and job.started_at is not None
         return JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
                           job.created_at, job.started_at, job.unique_key, self.worker_id)
-
-    def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
-        error = format_error(exc)
-        if job.attempts >= job.max_attempts:
-            return core.Outcome(job.id, job.queue, job.attempts, "dead", error=error)
-        if delay is None:
-            delay = backoff_seconds(job.attempts, base=self.settings.backoff_base, cap=self.settings.backoff_cap)
-        return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
 
     def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> None:
         if outcome.status == "ok":
