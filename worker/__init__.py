@@ -1,7 +1,7 @@
 """skiplock: background jobs in PostgreSQL.
 
 Producers: `enqueue`, `enqueue_many`. Handlers: `@task`, `recurring`, and the exceptions that steer
-a job (`PermanentFailure`, `Discard`, `RetryAfter`). The console is `skiplock.webapp`.
+a job (`PermanentFailure`, `Discard`, `RetryAfter`, `Snooze`). The console is `skiplock.webapp`.
 
 The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
 this one package at build time (pyproject.toml), so users import one name: `skiplock`.
@@ -18,6 +18,7 @@ from skiplock.errors import (
     PermanentFailure,
     RetryAfter,
     SkiplockError,
+    Snooze,
 )
 from skiplock.producer import enqueue, enqueue_many
 from skiplock.recurring_defs import recurring
@@ -38,6 +39,7 @@ __all__ = [
     "PermanentFailure",
     "RetryAfter",
     "SkiplockError",
+    "Snooze",
     "__version__",
     "enqueue",
     "enqueue_many",

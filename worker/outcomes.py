@@ -12,7 +12,7 @@ from typing import Any
 
 from skiplock import core
 from skiplock.backoff import backoff_seconds
-from skiplock.errors import Discard, PermanentFailure, RetryAfter
+from skiplock.errors import Discard, PermanentFailure, RetryAfter, Snooze
 
 MAX_ERROR_CHARS = 8000
 
@@ -44,6 +44,9 @@ def succeeded(job: core.ClaimedJob) -> core.Outcome:
 def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: float,
                   backoff_cap: float) -> core.Outcome:
     """The outcome of a handler that raised `exc`: dead, discarded (failed) or a retry."""
+    if isinstance(exc, Snooze):
+        # not a failure: no error text, and core.ack_batch gives the claim's attempt back
+        return core.Outcome(job.id, job.queue, job.attempts, "snoozed", delay=exc.seconds)
     if isinstance(exc, PermanentFailure):
         return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
     if isinstance(exc, Discard):

@@ -101,6 +101,7 @@ class Counters:
     claim_errors: int = 0
     ack_errors: int = 0
     lost_leases: int = 0
+    snoozed: int = 0
     claim_seconds: list[float] = field(default_factory=list)
 
 
@@ -384,6 +385,9 @@ class Worker:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
+        elif outcome.status == "snoozed":  # the handler's choice, not a failure (worker/snooze.py)
+            log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
+                     extra=_log_fields(job, outcome, duration_ms))
         else:
             verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
                     "failed": "discarded"}[outcome.status]
@@ -627,4 +631,4 @@ def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float)
 # Called with the Worker before its scheduler starts; other modules (recurring) add services here.
 STARTUP_HOOKS: list[Callable[[Worker], None]] = []
 
-_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed"}
+_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}

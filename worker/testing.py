@@ -42,7 +42,7 @@ from skiplock.producer import close_default_pool
 from skiplock.registry import REGISTRY, JobContext, Registry
 
 # Status names a drained job ends in, by the outcome's status (core.Outcome.status).
-_FINAL_STATUS = {"ok": "succeeded", "queued": "queued", "dead": "dead", "failed": "failed"}
+_FINAL_STATUS = {"ok": "succeeded", "queued": "queued", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}
 _WORKER_ID_PREFIX = "skiplock-testing"
 
 
@@ -54,7 +54,7 @@ class DrainedJob:
     queue: str
     payload: Any
     attempt: int
-    status: str  # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'dead' | 'failed'
+    status: str  # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'snoozed' | 'dead' | 'failed'
     error: str | None
     retry_in: float | None
 
@@ -121,7 +121,7 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             core.ack_batch(db, worker_id, [outcome], keep_history=settings.history == "keep",
                            partitioned_history=settings.history == "partitioned")
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
-                                   outcome.error, outcome.delay if outcome.status == "queued" else None))
+                                   outcome.error, outcome.delay if outcome.status in ("queued", "snoozed") else None))
 
 
 def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,

@@ -1,0 +1,5 @@
+-- 012: the developer's toolkit. Safe to re-run; nullable columns only, so SQL producers and
+-- existing rows are untouched.
+-- How many times a job put itself back with `raise Snooze(...)` (NULL = never): a job that snoozes
+-- forever uses no attempts, so this is what shows it in the console.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS snooze_count integer;
