@@ -20,6 +20,7 @@ from skiplock.errors import (
     SkiplockError,
     Snooze,
 )
+from skiplock.hooks import on_dead, on_failure
 from skiplock.producer import enqueue, enqueue_many
 from skiplock.recurring_defs import recurring
 from skiplock.registry import JobContext, task
@@ -43,6 +44,8 @@ __all__ = [
     "__version__",
     "enqueue",
     "enqueue_many",
+    "on_dead",
+    "on_failure",
     "recurring",
     "task",
 ]

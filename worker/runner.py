@@ -27,7 +27,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, outcomes, queries
+from skiplock import core, hooks, outcomes, queries
 from skiplock.config import Settings
 from skiplock.db import is_connection_error, make_pool
 from skiplock.errors import ConfigError, SchemaMissing
@@ -363,6 +363,7 @@ class Worker:
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
                                              backoff_cap=self.settings.backoff_cap)
+            hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
         seconds = time.perf_counter() - started
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)

@@ -35,7 +35,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from skiplock import core, outcomes
+from skiplock import core, hooks, outcomes
 from skiplock.config import load_settings
 from skiplock.migrate import apply_migrations
 from skiplock.producer import close_default_pool
@@ -140,7 +140,9 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
         outcomes.check_result(job, result)
         return outcomes.succeeded(job)
     except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
-        return outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
+        outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
+        hooks.failed(job, exc, outcome)
+        return outcome
 
 
 def enqueued_jobs(queue: str | None = None, conn: psycopg.Connection | None = None, *,
