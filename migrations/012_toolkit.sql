@@ -3,3 +3,6 @@
 -- How many times a job put itself back with `raise Snooze(...)` (NULL = never): a job that snoozes
 -- forever uses no attempts, so this is what shows it in the console.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS snooze_count integer;
+-- The OpenTelemetry context of the span that enqueued the job ({"traceparent": ...}; NULL without
+-- OpenTelemetry or from SQL producers): the run's span links to it (worker/tracing.py).
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS trace_context jsonb;

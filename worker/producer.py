@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import queries
+from skiplock import queries, tracing
 from skiplock.config import Settings, load_settings
 from skiplock.db import make_pool
 from skiplock.errors import EnqueueError
@@ -258,10 +258,14 @@ def enqueue(
                       default_max_attempts=settings.default_max_attempts)
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts}
-    if spec.unique_key is None:
-        rows = _execute(conn, queries.ENQUEUE_PLAIN, params)
-    else:
-        rows = _execute(conn, queries.ENQUEUE, {**params, "unique_key": spec.unique_key})
+    with tracing.enqueue_span(spec.queue) as trace_context:  # OpenTelemetry, when installed
+        if trace_context is not None:
+            rows = _execute(conn, tracing.ENQUEUE_PLAIN_TRACED if spec.unique_key is None else tracing.ENQUEUE_TRACED,
+                            {**params, "unique_key": spec.unique_key, "trace_context": trace_context})
+        elif spec.unique_key is None:
+            rows = _execute(conn, queries.ENQUEUE_PLAIN, params)
+        else:
+            rows = _execute(conn, queries.ENQUEUE, {**params, "unique_key": spec.unique_key})
     return rows[0][0] if rows else None
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, hooks, outcomes, queries
+from skiplock import core, hooks, outcomes, queries, tracing
 from skiplock.config import Settings
 from skiplock.db import is_connection_error, make_pool
 from skiplock.errors import ConfigError, SchemaMissing
@@ -326,6 +326,7 @@ class Worker:
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, self.queues, self.leases, limit, payload_as_text=True,
                               with_context=self._wants_context)
+            tracing.remember_contexts(conn, [j.id for j in jobs])  # a no-op without OpenTelemetry
         elapsed = time.perf_counter() - started
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
             self.sizing.observe_claim(elapsed)
@@ -352,6 +353,7 @@ class Worker:
 
     def _execute(self, job: core.ClaimedJob) -> None:
         task = self.tasks[job.queue]
+        tracing.start_run(job.id, job.queue, job.attempts)  # OpenTelemetry run span, when installed
         started = time.perf_counter()
         try:
             payload = json.loads(job.payload)  # claimed as text (see _claim)
@@ -365,6 +367,7 @@ class Worker:
                                              backoff_cap=self.settings.backoff_cap)
             hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
         seconds = time.perf_counter() - started
+        tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)
         duration_ms = seconds * 1000

@@ -35,7 +35,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from skiplock import core, hooks, outcomes
+from skiplock import core, hooks, outcomes, tracing
 from skiplock.config import load_settings
 from skiplock.migrate import apply_migrations
 from skiplock.producer import close_default_pool
@@ -117,7 +117,10 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
                                          "enqueues itself?); raise max_jobs= if that is expected")
             job = jobs[0]
             payload = json.loads(job.payload)
+            tracing.remember_contexts(db, [job.id])
+            tracing.start_run(job.id, job.queue, job.attempts)
             outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap)
+            tracing.end_run(outcome.status, outcome.error)
             core.ack_batch(db, worker_id, [outcome], keep_history=settings.history == "keep",
                            partitioned_history=settings.history == "partitioned")
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
