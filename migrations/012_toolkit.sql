@@ -6,3 +6,7 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS snooze_count integer;
 -- The OpenTelemetry context of the span that enqueued the job ({"traceparent": ...}; NULL without
 -- OpenTelemetry or from SQL producers): the run's span links to it (worker/tracing.py).
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS trace_context jsonb;
+-- A cancel request for a running job (worker/cancel.py): who asked and when. The worker reads it
+-- at each heartbeat; a request older than the run's started_at does not cancel that run.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancel_requested_at timestamptz;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancel_requested_by text;

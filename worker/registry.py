@@ -30,6 +30,13 @@ class JobContext:
     unique_key: str | None
     worker_id: str
 
+    @property
+    def cancel_requested(self) -> bool:
+        """True once an operator asked to cancel this run (seen at the worker's heartbeat)."""
+        from skiplock.cancel import is_requested  # cancel imports core, which must not load here
+
+        return is_requested(self.id)
+
 
 @dataclass(frozen=True)
 class Task:

@@ -27,7 +27,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, hooks, outcomes, queries, tracing
+from skiplock import cancel, core, hooks, outcomes, queries, tracing
 from skiplock.config import Settings
 from skiplock.db import is_connection_error, make_pool
 from skiplock.errors import ConfigError, SchemaMissing
@@ -367,6 +367,7 @@ class Worker:
                                              backoff_cap=self.settings.backoff_cap)
             hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
         seconds = time.perf_counter() - started
+        outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
         tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)
@@ -503,6 +504,7 @@ class Worker:
         assert self.pool is not None
         with self._lock:
             held = {**{i: j.queue for i, j in self._inflight.items()}, **self._unacked}
+            running = list(self._inflight)  # handlers still running: the ones a cancel can reach
         if not held:
             return set()
         ids = list(held)
@@ -510,6 +512,7 @@ class Worker:
         try:
             with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
+                cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (worker/cancel.py)
         except Exception as exc:
             if not is_connection_error(exc):
                 log.exception("heartbeat failed")
