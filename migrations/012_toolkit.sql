@@ -10,3 +10,6 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS trace_context jsonb;
 -- at each heartbeat; a request older than the run's started_at does not cancel that run.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancel_requested_at timestamptz;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancel_requested_by text;
+-- The last 20 failed attempts' errors, newest last, each {attempt, worker, at, duration_ms, error}
+-- (worker/attempts.py); last_error stays the latest error for SQL users.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS attempt_errors jsonb;

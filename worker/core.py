@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from skiplock import queries
+from skiplock import attempts, queries
 from skiplock.errors import InvalidTransition
 from skiplock.snooze import snooze_batch
 from skiplock.status import JobStatus
@@ -50,6 +50,7 @@ class Outcome(NamedTuple):
     status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed' | 'snoozed' (queued, attempt given back)
     delay: float = 0.0  # seconds until the retry, for status 'queued' or 'snoozed'
     error: str | None = None
+    duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
 
 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:
@@ -127,6 +128,7 @@ def ack_batch(
             return snoozed
     ok = [o for o in outcomes if o.status == "ok"]
     errors = [o for o in outcomes if o.status != "ok"]
+    attempts.record(conn, worker_id, [o for o in errors if o.error])  # history of errors (worker/attempts.py)
     params = {
         "worker_id": worker_id,
         "ok_ids": number_array([o.job_id for o in ok]),

@@ -368,6 +368,8 @@ class Worker:
             hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
         seconds = time.perf_counter() - started
         outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
+        if outcome.status != "ok":  # the attempt history (worker/attempts.py) lists each failure's duration
+            outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
         tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
         self.sizing.observe_handler(seconds)
