@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from skiplock import typed
 from skiplock.errors import ConfigError, TaskImportError
 
 
@@ -115,13 +116,14 @@ def task(
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
         if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params.values()):
             raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
-        REGISTRY.add(Task(queue, func, wants_job, lease, max_attempts, dict(options)))
+        # a dataclass/pydantic payload is built before the call (worker/typed.py); else `func` itself
+        REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options)))
         for key, value in options.items():
             hook = TASK_OPTION_HOOKS.get(key)
             if hook is None:
                 raise ConfigError(f"@task({queue!r}) got an unknown option {key!r}")
             hook(queue, func, value)
-        return func
+        return typed.TaskHandle(queue, func)  # callable like `func`, plus .enqueue/.enqueue_many
 
     return decorate
 
