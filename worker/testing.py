@@ -8,7 +8,8 @@ your top-level conftest.py. It gives:
   `skiplock_test_<pid>_<random>`, dropped at the end). To use one database you made yourself
   instead (kept, only emptied), set SKIPLOCK_TEST_DATABASE_URL. While the session runs,
   DATABASE_URL points at it, so `skiplock.enqueue` and your app use it without changes.
-- `skiplock_db` (function fixture): the same URL, with every skiplock table emptied before the test.
+- `skiplock_db` (function fixture): the same URL, with every table of its schema (the app's too)
+  but skiplock_migrations emptied before the test.
 - `skiplock_conn` (function fixture): an autocommit psycopg connection to it.
 
 And, usable with or without the plugin:

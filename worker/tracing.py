@@ -4,8 +4,9 @@ The enqueue span's context is stored with the job (jobs.trace_context, W3C `trac
 as JSON, migration 012; NULL for jobs from SQL producers or without OpenTelemetry), and the run's
 span carries a link to it, so a trace viewer goes from the request that enqueued to the run.
 
-opentelemetry-api is imported lazily, once: without it every function here returns at once, and
-the worker makes no extra query. With it, the worker reads the stored contexts of each claimed
+opentelemetry-api is imported lazily, once: without it, or without a tracer provider configured
+(the SDK or a vendor's distro), every function here returns at once and the worker makes no extra
+query. With one, the worker reads the stored contexts of each claimed
 batch in one query; the run's span is made current while the handler runs, so the handler's own
 spans are its children.
 """
@@ -56,15 +57,27 @@ def _api() -> Any:
     return _otel
 
 
+def _active() -> Any:
+    """The trace module when a real tracer provider is configured; None otherwise.
+
+    opentelemetry-api alone (installed by some other library, or our test extra) answers every
+    call with a no-op provider: then spans would record nothing, so skip them and the extra query.
+    """
+    trace = _api()
+    if not trace or isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None
+    return trace
+
+
 def enabled() -> bool:
-    return bool(_api())
+    return _active() is not None
 
 
 @contextmanager
 def enqueue_span(queue: str) -> Iterator[str | None]:
     """A PRODUCER span around one enqueue; yields the trace context to store (None: nothing to store)."""
-    trace = _api()
-    if not trace:
+    trace = _active()
+    if trace is None:
         yield None
         return
     from opentelemetry import propagate
@@ -81,7 +94,7 @@ def enqueue_span(queue: str) -> Iterator[str | None]:
 
 def remember_contexts(conn: psycopg.Connection, ids: Sequence[int]) -> None:
     """Read the stored trace contexts of a claimed batch (one query; none without OpenTelemetry)."""
-    if not ids or not _api():
+    if not ids or _active() is None:
         return
     for job_id, context in conn.execute(TRACE_CONTEXTS, {"ids": list(ids)}).fetchall():
         if isinstance(context, dict):
@@ -90,8 +103,8 @@ def remember_contexts(conn: psycopg.Connection, ids: Sequence[int]) -> None:
 
 def start_run(job_id: int, queue: str, attempt: int) -> None:
     """Start the CONSUMER span of a run in this thread, linked to the job's enqueue span."""
-    trace = _api()
-    if not trace:
+    trace = _active()
+    if trace is None:
         return
     from opentelemetry import context as otel_context
     from opentelemetry import propagate
