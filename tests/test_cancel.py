@@ -25,6 +25,15 @@ def long_running(payload, job):
     deadline = time.monotonic() + 120  # bounded: never outlives the test
     while not job.cancel_requested and time.monotonic() < deadline:
         time.sleep(0.05)  # a unit of the handler's work
+
+
+@task("long_raising")
+def long_raising(payload, job):
+    record_effect(job, payload)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job.check_cancelled()  # raises Cancelled once the request is seen
+        time.sleep(0.05)
 '''
 
 
@@ -64,4 +73,13 @@ def test_cli_cancels_a_running_sync_handler(conn, db_url, spawn_worker, tmp_path
     now = cli(db_url, "jobs", "cancel", str(queued))
     assert now.returncode == 0 and "was queued: cancelled" in now.stdout
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (queued,)) == "failed"
+
+    # a handler that asks to be interrupted: check_cancelled() raises, the job ends the same way
+    raising = enqueue("long_raising", {}, max_attempts=5)
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE job_id = %s", (raising,)) == 1,
+             timeout=60, message="the raising handler to start")
+    assert cli(db_url, "jobs", "cancel", str(raising), "--as", "tester").returncode == 0
+    wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (raising,)) == "failed",
+             timeout=60, message="the raising handler's job to end failed")
+    assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (raising,)) == "cancelled by tester"
     assert worker.terminate() == 0

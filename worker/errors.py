@@ -66,6 +66,11 @@ class Snooze(HandlerSignal):
         super().__init__(message or f"snoozed for {self.seconds:g}s")
 
 
+class Cancelled(HandlerSignal):
+    """Raised by `job.check_cancelled()` once a cancel was requested; the job ends failed
+    "cancelled by <who>" (worker/cancel.py), whatever a handler does with it."""
+
+
 class Discard(HandlerSignal):
     """The job is no longer wanted; finish it as failed without a dead letter."""
 

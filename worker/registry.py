@@ -38,6 +38,13 @@ class JobContext:
 
         return is_requested(self.id)
 
+    def check_cancelled(self) -> None:
+        """Raise Cancelled if an operator asked to cancel this run: call it between units of work."""
+        if self.cancel_requested:
+            from skiplock.errors import Cancelled
+
+            raise Cancelled(f"job {self.id}: cancel requested")
+
 
 @dataclass(frozen=True)
 class Task:
