@@ -40,7 +40,7 @@ def test_async_def_registers_as_an_async_task():
     try:
         registered = REGISTRY.get("async-registration-check")
         assert isinstance(registered, Task) and registered.is_async and registered.wants_job
-        assert registered.func is handler
+        assert registered.func is handler.func  # @task returns a TaskHandle around the function
     finally:
         REGISTRY._tasks.pop("async-registration-check", None)  # the registry is process-wide
 

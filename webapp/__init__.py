@@ -25,7 +25,8 @@ __all__ = ["create_app", "mount"]
 log = logging.getLogger("skiplock.console")
 
 # The areas of the console, each a blueprint module with `bp`.
-BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops")
+BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops",
+              "cancel")  # cancel: a running job's Cancel (issue 14)
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:

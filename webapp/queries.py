@@ -229,7 +229,7 @@ SELECT queue, error, count(*) AS n, max(finished_at) AS last_at, (SELECT count(*
 JOB = """
 SELECT id, queue, status::text, priority, run_at, created_at, started_at, finished_at, lease_until,
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
-       run_at > now() AS scheduled
+       run_at > now() AS scheduled, snooze_count, attempt_errors  -- both: migration 012 (issue 14)
   FROM jobs WHERE id = %(id)s
 """
 

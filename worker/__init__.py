@@ -1,8 +1,8 @@
 """skiplock: background jobs in PostgreSQL.
 
 Producers: `enqueue`, `enqueue_many`, and for asyncio `enqueue_async`, `enqueue_many_async`.
-Handlers: `@task`, `recurring`, and the exceptions that steer
-a job (`PermanentFailure`, `Discard`, `RetryAfter`). The console is `skiplock.webapp`.
+Handlers: `@task`, `recurring`, and the exceptions that steer a job (`PermanentFailure`, `Discard`,
+`RetryAfter`, `Snooze`). The console is `skiplock.webapp`.
 
 The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
 this one package at build time (pyproject.toml), so users import one name: `skiplock`.
@@ -20,7 +20,9 @@ from skiplock.errors import (
     PermanentFailure,
     RetryAfter,
     SkiplockError,
+    Snooze,
 )
+from skiplock.hooks import on_dead, on_failure
 from skiplock.producer import enqueue, enqueue_many
 from skiplock.producer_async import enqueue_async, enqueue_many_async
 from skiplock.recurring_defs import recurring
@@ -42,11 +44,14 @@ __all__ = [
     "PermanentFailure",
     "RetryAfter",
     "SkiplockError",
+    "Snooze",
     "__version__",
     "enqueue",
     "enqueue_async",
     "enqueue_many",
     "enqueue_many_async",
+    "on_dead",
+    "on_failure",
     "recurring",
     "task",
 ]

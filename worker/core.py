@@ -14,8 +14,9 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from skiplock import queries
+from skiplock import attempts, queries
 from skiplock.errors import InvalidTransition
+from skiplock.snooze import snooze_batch
 from skiplock.status import JobStatus
 
 log = logging.getLogger("skiplock.core")
@@ -46,9 +47,10 @@ class Outcome(NamedTuple):
     job_id: int
     queue: str
     attempt: int  # the run this outcome belongs to: the fence refuses a result of an older run
-    status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed'
-    delay: float = 0.0  # seconds until the retry, for status 'queued'
+    status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed' | 'snoozed' (queued, attempt given back)
+    delay: float = 0.0  # seconds until the retry, for status 'queued' or 'snoozed'
     error: str | None = None
+    duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
 
 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:
@@ -117,8 +119,16 @@ def ack_batch(
     """
     if not outcomes:
         return set()
+    snoozed: set[int] = set()
+    if any(o.status == "snoozed" for o in outcomes):
+        # rare, so a statement of their own keeps the hot ack statement as it is (worker/snooze.py)
+        snoozed = snooze_batch(conn, worker_id, [o for o in outcomes if o.status == "snoozed"])
+        outcomes = [o for o in outcomes if o.status != "snoozed"]
+        if not outcomes:
+            return snoozed
     ok = [o for o in outcomes if o.status == "ok"]
     errors = [o for o in outcomes if o.status != "ok"]
+    attempts.record(conn, worker_id, [o for o in errors if o.error])  # history of errors (worker/attempts.py)
     params = {
         "worker_id": worker_id,
         "ok_ids": number_array([o.job_id for o in ok]),
@@ -136,7 +146,7 @@ def ack_batch(
     else:
         statement = queries.ACK_BATCH
     rows = conn.execute(statement, params).fetchall()
-    return {row[0] for row in rows}
+    return {row[0] for row in rows} | snoozed
 
 
 def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str) -> tuple[str, dict[str, Any]]:

@@ -59,6 +59,24 @@ class PermanentFailure(HandlerSignal):
     """The job cannot succeed; move it to dead now instead of retrying."""
 
 
+class Snooze(HandlerSignal):
+    """Put the job back for `seconds` without using up an attempt (unlike RetryAfter).
+
+    The job's snooze_count goes up each time, so a job that snoozes forever shows in the console.
+    """
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if not seconds >= 0:  # also refuses NaN
+            raise ValueError("Snooze needs a delay >= 0 seconds")
+        self.seconds = float(seconds)
+        super().__init__(message or f"snoozed for {self.seconds:g}s")
+
+
+class Cancelled(HandlerSignal):
+    """Raised by `job.check_cancelled()` once a cancel was requested; the job ends failed
+    "cancelled by <who>" (worker/cancel.py), whatever a handler does with it."""
+
+
 class Discard(HandlerSignal):
     """The job is no longer wanted; finish it as failed without a dead letter."""
 

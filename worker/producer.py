@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import adapters, queries
+from skiplock import adapters, queries, tracing
 from skiplock.config import Settings, load_settings
 from skiplock.db import make_pool
 from skiplock.errors import EnqueueError
@@ -255,19 +255,24 @@ def enqueue(
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
-    sql, params = _one_job_statement(queue, payload, priority=priority, run_at=run_at, delay=delay,
-                                     unique_key=unique_key, max_attempts=max_attempts)
-    rows = _execute(raw, sql, params)
+    with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
+        sql, params = _one_job_statement(queue, payload, trace_context, priority=priority, run_at=run_at,
+                                         delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+        rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
 
 
-def _one_job_statement(queue: str, payload: Any, **options: Any) -> tuple[str, dict[str, Any]]:
+def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None,
+                       **options: Any) -> tuple[str, dict[str, Any]]:
     """Validate one job and return the INSERT that enqueues it, with its parameters."""
     settings = producer_settings()
     spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
                       default_max_attempts=settings.default_max_attempts, **options)
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts}
+    if trace_context is not None:  # OpenTelemetry: the enqueuing span's context travels with the row
+        sql = tracing.ENQUEUE_PLAIN_TRACED if spec.unique_key is None else tracing.ENQUEUE_TRACED
+        return sql, {**params, "unique_key": spec.unique_key, "trace_context": trace_context}
     if spec.unique_key is None:
         return queries.ENQUEUE_PLAIN, params
     return queries.ENQUEUE, {**params, "unique_key": spec.unique_key}

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock import adapters, queries
+from skiplock import adapters, queries, tracing
 from skiplock.config import load_settings, validate_database_url
 from skiplock.db import connect_kwargs
 from skiplock.producer import _many_params, _many_specs, _one_job_statement
@@ -71,9 +71,10 @@ async def enqueue_async(
     """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
-    sql, params = _one_job_statement(queue, payload, priority=priority, run_at=run_at, delay=delay,
-                                     unique_key=unique_key, max_attempts=max_attempts)
-    rows = await _execute(conn, sql, params)
+    with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
+        sql, params = _one_job_statement(queue, payload, trace_context, priority=priority, run_at=run_at,
+                                         delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+        rows = await _execute(conn, sql, params)
     return rows[0][0] if rows else None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from skiplock import typed
 from skiplock.errors import ConfigError, JobOwnershipLost, TaskImportError
 
 
@@ -66,6 +67,20 @@ class JobContext:
                 f"job {self.id}: attempt {self.attempt} on worker {self.worker_id} no longer owns it "
                 "(lease lost); roll this transaction back")
         self._completed.append(True)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once an operator asked to cancel this run (seen at the worker's heartbeat)."""
+        from skiplock.cancel import is_requested  # cancel imports core, which must not load here
+
+        return is_requested(self.id)
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled if an operator asked to cancel this run: call it between units of work."""
+        if self.cancel_requested:
+            from skiplock.errors import Cancelled
+
+            raise Cancelled(f"job {self.id}: cancel requested")
 
 
 @dataclass(frozen=True)
@@ -144,14 +159,15 @@ def task(
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
         if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params.values()):
             raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
-        REGISTRY.add(Task(queue, func, wants_job, lease, max_attempts, dict(options),
+        # a dataclass/pydantic payload is built before the call (worker/typed.py); else `func` itself
+        REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options),
                           is_async=inspect.iscoroutinefunction(func)))
         for key, value in options.items():
             hook = TASK_OPTION_HOOKS.get(key)
             if hook is None:
                 raise ConfigError(f"@task({queue!r}) got an unknown option {key!r}")
             hook(queue, func, value)
-        return func
+        return typed.TaskHandle(queue, func)  # callable like `func`, plus .enqueue/.enqueue_many
 
     return decorate
 

@@ -15,7 +15,6 @@ Threads, and what each one owns:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -24,7 +23,6 @@ import signal
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,22 +30,21 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, queries
+from skiplock import cancel, core, hooks, outcomes, queries, tracing
 from skiplock.async_pool import AsyncHandlerLoop
-from skiplock.backoff import backoff_seconds
 from skiplock.config import Settings
 from skiplock.db import describe_db_error, is_connection_error, make_pool
-from skiplock.errors import ConfigError, Discard, PermanentFailure, RetryAfter, SchemaMissing
+from skiplock.errors import ConfigError, SchemaMissing
 from skiplock.lanes import ASYNC, Lane, build_lanes
 from skiplock.latency import LatencyRecorder, fold_exited
 from skiplock.listener import Listener
 from skiplock.maintenance import add_service, build_scheduler
+from skiplock.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.reaper import Reaper
 from skiplock.registry import REGISTRY, JobContext, Registry, Task
 
 log = logging.getLogger("skiplock.worker")
 
-MAX_ERROR_CHARS = 8000
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before their jobs are released
@@ -56,15 +53,6 @@ ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before
 def make_worker_id() -> str:
     """host:pid:random; unique across restarts so a new process never inherits an old fence."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def format_error(exc: BaseException) -> str:
-    """The traceback, truncated from the middle so both the cause and the raise site survive."""
-    text = "".join(traceback.format_exception(exc)).strip()
-    if len(text) <= MAX_ERROR_CHARS:
-        return text
-    half = MAX_ERROR_CHARS // 2
-    return f"{text[:half]}\n... [{len(text) - MAX_ERROR_CHARS} characters cut] ...\n{text[-half:]}"
 
 
 def first_line(text: str | None) -> str:
@@ -118,6 +106,7 @@ class Counters:
     claim_errors: int = 0
     ack_errors: int = 0
     lost_leases: int = 0
+    snoozed: int = 0
     claim_seconds: list[float] = field(default_factory=list)
 
 
@@ -357,6 +346,7 @@ class Worker:
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
                               with_context=self._wants_context)
+            tracing.remember_contexts(conn, [j.id for j in jobs])  # a no-op without OpenTelemetry
         elapsed = time.perf_counter() - started
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
             lane.sizing.observe_claim(elapsed)
@@ -392,6 +382,7 @@ class Worker:
 
     def _execute(self, job: core.ClaimedJob) -> None:
         task = self.tasks[job.queue]
+        tracing.start_run(job.id, job.queue, job.attempts)  # OpenTelemetry run span, when installed
         started = time.perf_counter()
         context: JobContext | None = None
         try:
@@ -400,15 +391,8 @@ class Worker:
             # a frozen dataclass of ten fields, built per job
             context = self._context(job) if task.wants_job else None
             result = task.func(payload, job=context) if context is not None else task.func(payload)
-            if inspect.isawaitable(result):
-                # an un-awaited coroutine means the handler's work never ran: calling that a
-                # success would silently lose the job, so it is dead with the reason instead
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
-                                       "without running it: declare the handler itself `async def` so "
-                                       "the worker awaits it")
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
+            outcomes.check_result(job, result)
+            outcome = outcomes.succeeded(job)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = self._failure_outcome(job, exc)
         self._record(job, outcome, started, context)
@@ -425,7 +409,7 @@ class Worker:
                 await task.func(payload, job=context)
             else:
                 await task.func(payload)
-            outcome = core.Outcome(job.id, job.queue, job.attempts, "ok")
+            outcome = outcomes.succeeded(job)
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -438,20 +422,21 @@ class Worker:
         self._record(job, outcome, started, context)
 
     def _failure_outcome(self, job: core.ClaimedJob, exc: BaseException) -> core.Outcome:
-        """What a handler's exception means for its job: dead, discarded, or retried (or dead when out)."""
-        if isinstance(exc, PermanentFailure):
-            return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
-        if isinstance(exc, Discard):
-            return core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
-        if isinstance(exc, RetryAfter):
-            return self._retry_or_dead(job, exc, exc.seconds)
-        return self._retry_or_dead(job, exc, None)
+        """What a handler's exception means for its job (worker/outcomes.py); the hooks are told."""
+        outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
+                                         backoff_cap=self.settings.backoff_cap)
+        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
+        return outcome
 
     def _record(self, job: core.ClaimedJob, outcome: core.Outcome, started: float,
                 context: JobContext | None = None) -> None:
         """Time the handler, then hand its outcome to the acker (unless the handler completed the job
         itself with job.complete(conn) / complete_async(conn))."""
         seconds = time.perf_counter() - started
+        outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
+        if outcome.status != "ok":  # the attempt history (worker/attempts.py) lists each failure's duration
+            outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
+        tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
         self._lane_of[job.queue].sizing.observe_handler(seconds)
         duration_ms = seconds * 1000
@@ -467,14 +452,6 @@ class Worker:
                           job.created_at, job.started_at, job.unique_key, self.worker_id,
                           self.settings.history)
 
-    def _retry_or_dead(self, job: core.ClaimedJob, exc: BaseException, delay: float | None) -> core.Outcome:
-        error = format_error(exc)
-        if job.attempts >= job.max_attempts:
-            return core.Outcome(job.id, job.queue, job.attempts, "dead", error=error)
-        if delay is None:
-            delay = backoff_seconds(job.attempts, base=self.settings.backoff_base, cap=self.settings.backoff_cap)
-        return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
-
     def _finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float,
                 acked: bool = False) -> None:
         if outcome.status == "ok":
@@ -485,6 +462,9 @@ class Worker:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
+        elif outcome.status == "snoozed":  # the handler's choice, not a failure (worker/snooze.py)
+            log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
+                     extra=_log_fields(job, outcome, duration_ms))
         else:
             verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
                     "failed": "discarded"}[outcome.status]
@@ -603,6 +583,7 @@ class Worker:
         assert self.pool is not None
         with self._lock:
             held = {**{i: j.queue for i, j in self._inflight.items()}, **self._unacked}
+            running = list(self._inflight)  # handlers still running: the ones a cancel can reach
         if not held:
             return set()
         ids = list(held)
@@ -610,6 +591,7 @@ class Worker:
         try:
             with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
+                cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (worker/cancel.py)
         except Exception as exc:
             if not is_connection_error(exc):
                 log.exception("heartbeat failed")
@@ -749,4 +731,4 @@ def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float)
 # Called with the Worker before its scheduler starts; other modules (recurring) add services here.
 STARTUP_HOOKS: list[Callable[[Worker], None]] = []
 
-_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed"}
+_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}

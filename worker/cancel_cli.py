@@ -1,0 +1,27 @@
+"""`skiplock jobs cancel ID`: ask a running job to stop (or cancel a queued one) from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+
+from skiplock.cancel import request_cancel
+from skiplock.cli import command
+from skiplock.config import load_settings
+from skiplock.db import connect
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("cancel",), help="cancel: a running job stops at its next heartbeat, "
+                                                       "a queued one never runs")
+    p.add_argument("job_id", type=int, help="the job's id")
+    p.add_argument("--as", dest="actor", default=None, help="who is asking (default: cli:<your user name>)")
+
+
+@command("jobs", "cancel a running or queued job", _args)
+def _jobs(args: argparse.Namespace) -> int:
+    actor = args.actor or f"cli:{getpass.getuser()}"
+    with connect(load_settings().require_database_url(), "skiplock-cli") as conn:
+        result = request_cancel(conn, args.job_id, actor)
+    print(result.message)
+    return 0 if result.changed else 1  # scripts can tell "nothing changed" apart
