@@ -148,6 +148,9 @@ def _safe_next() -> str:
     # only paths on this site: no scheme, no host, no protocol-relative //evil.example
     if parts.scheme or parts.netloc or not is_local_path(target):
         return url_for("overview.index")
+    if parts.path in (url_for("auth.login"), url_for("auth.logout")):
+        # logging in from the login page itself (or after logging out) must not land on the form again
+        return url_for("overview.index")
     return target.rstrip("?") or url_for("overview.index")
 
 

@@ -54,7 +54,7 @@ class DeadFilter:
 def _read_filter() -> DeadFilter:
     window, _ = filters.window(filters.arg("window"))
     error = filters.arg("error")
-    if error is not None and (len(error) > 200 or "\x00" in error):
+    if error is not None and (len(error) > 300 or "\x00" in error):  # error_summary.MAX_HEADLINE
         abort(400, "error filter is too long")
     return DeadFilter(status=filters.choice(filters.arg("status"), STATUSES, "dead", "status"),
                       queue=filters.queue(filters.arg("queue")), window=window,

@@ -204,20 +204,22 @@ SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts,
 
 # ---- dead letters -----------------------------------------------------------------------------
 
-# Dead (or failed) jobs grouped by queue and the first line of last_error over the window, biggest
+# Dead (or failed) jobs grouped by queue and error group (skiplock/error_summary.py) over the window, biggest
 # first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
 # or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
 # whether the groups cover the whole window.
 DEAD_GROUPS = f"""
 WITH recent AS (
-    SELECT queue, {_core_queries.ERROR_LINE} AS error, finished_at FROM jobs
+    SELECT queue, {_core_queries.ERROR_GROUP} AS error, {_core_queries.ERROR_LINE} AS headline, finished_at
+      FROM jobs
      WHERE status = %(status)s::job_status
        AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
        AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
      ORDER BY finished_at DESC
      LIMIT %(scan)s
 )
-SELECT queue, error, count(*) AS n, max(finished_at) AS last_at, (SELECT count(*) FROM recent) AS scanned
+SELECT queue, error, min(headline) AS example, count(*) AS n, max(finished_at) AS last_at,
+       (SELECT count(*) FROM recent) AS scanned
   FROM recent
  GROUP BY 1, 2
  ORDER BY n DESC, queue, error

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from skiplock import attempts, queries
+from skiplock.error_summary import summarize
 from skiplock.errors import InvalidTransition
 from skiplock.snooze import snooze_batch
 from skiplock.status import JobStatus
@@ -139,6 +140,10 @@ def ack_batch(
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
+    # the headline and group are computed here, once, by the one definition (worker/error_summary.py)
+    summaries = [summarize(o.error) for o in errors]
+    params["err_headline"] = [h for h, _ in summaries]
+    params["err_group"] = [g for _, g in summaries]
     if keep_history:
         statement = queries.ACK_BATCH_KEEP
     elif partitioned_history:
@@ -230,7 +235,7 @@ class FinishedFilter:
     queue: str | None = None
     since: datetime | None = None  # finished at or after
     until: datetime | None = None  # finished at or before (the moment the operator confirmed)
-    error: str | None = None  # exact first line of last_error
+    error: str | None = None  # exact error group (skiplock/error_summary.py), as the console lists it
     text: str | None = None  # substring of unique_key, payload or last_error
 
     def params(self) -> dict[str, Any]:

@@ -191,10 +191,13 @@ errored AS (
                          ELSE j.run_at END,
            finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE now() END,
            last_error = v.error,
+           error_headline = v.headline,
+           error_group = v.grp,
            worker_id = NULL,
            lease_until = NULL
       FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
-                  %(err_delay)s::float8[], %(err_text)s::text[]) AS v(id, attempt, status, delay, error)
+                  %(err_delay)s::float8[], %(err_text)s::text[], %(err_headline)s::text[], %(err_group)s::text[])
+           AS v(id, attempt, status, delay, error, headline, grp)
            {_own_rows(with_attempt=True)}
      WHERE {_FENCE}
     RETURNING j.id, j.queue, v.status
@@ -256,6 +259,9 @@ UPDATE jobs j
        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
        last_error = concat_ws(E'\\n', 'lease expired: worker ' || j.worker_id
                               || ' stopped heartbeating during attempt ' || j.attempts, j.last_error),
+       -- skiplock's own annotation is the headline of this attempt; its group names the cause
+       error_headline = 'lease expired: worker ' || j.worker_id || ' stopped heartbeating',
+       error_group = 'lease expired: a worker stopped heartbeating',
        worker_id = NULL,
        lease_until = NULL,
        run_at = now()
@@ -273,6 +279,8 @@ UPDATE jobs j
        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
        last_error = concat_ws(E'\\n', 'released by ' || %(actor)s || ' from worker ' || j.worker_id
                               || ' during attempt ' || j.attempts, j.last_error),
+       error_headline = 'released by ' || %(actor)s || ' from worker ' || j.worker_id,
+       error_group = 'released by an operator',
        worker_id = NULL,
        lease_until = NULL,
        run_at = now()
@@ -300,7 +308,8 @@ RETURNING id
 CANCEL_QUEUED = """
 UPDATE jobs
    SET status = 'failed', finished_at = now(),
-       last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error)
+       last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error),
+       error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
  WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued'
 RETURNING id
 """
@@ -351,7 +360,9 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 
 # The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
 # groups by and filters on (one definition, so the group shown and the filter applied agree).
-ERROR_LINE = "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200)"
+ERROR_LINE = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
+# The group a dead letter is counted in (skiplock/error_summary.py): exception class + masked message.
+ERROR_GROUP = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
 
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,
 # optionally narrowed by queue, finish-time window, the first line of last_error, and text in
@@ -362,7 +373,7 @@ FINISHED_MATCH = f"""
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
-  AND (%(error)s::text IS NULL OR {ERROR_LINE} = %(error)s::text)
+  AND (%(error)s::text IS NULL OR {ERROR_GROUP} = %(error)s::text)
   AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
        OR last_error ILIKE %(text)s::text)
 """

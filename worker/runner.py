@@ -34,6 +34,7 @@ from skiplock import cancel, core, hooks, outcomes, queries, tracing
 from skiplock.async_pool import AsyncHandlerLoop
 from skiplock.config import Settings
 from skiplock.db import describe_db_error, is_connection_error, make_pool
+from skiplock.error_summary import headline
 from skiplock.errors import ConfigError, SchemaMissing
 from skiplock.lanes import ASYNC, Lane, build_lanes
 from skiplock.latency import LatencyRecorder, fold_exited
@@ -56,8 +57,8 @@ def make_worker_id() -> str:
 
 
 def first_line(text: str | None) -> str:
-    """The first line of an error text, for log lines and grouping."""
-    return (text or "").strip().splitlines()[-1][:300] if text else ""
+    """An error's headline for log lines: the one definition the console groups by too."""
+    return headline(text)
 
 
 class SuccessLogBudget:

@@ -46,7 +46,8 @@ class Standby(ThrowawayCluster):
             os.chown(self.root, uid.pw_uid, uid.pw_gid)
             self.root.chmod(0o700)
         self._run([str(self.bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-                   "-D", str(self.datadir), "-R", "-X", "stream", "--no-sync"])
+                   "-D", str(self.datadir), "-R", "-X", "stream", "--no-sync",
+                   "--checkpoint=fast"])  # a spread checkpoint could make the copy wait minutes
         # later lines win: this server's own port and socket folder instead of the primary's
         self._run(["sh", "-c", f"printf \"\\nport = {self.port}\\nunix_socket_directories = '{self.root}'\\n\" "
                                f">> {self.datadir / 'postgresql.conf'}"])
