@@ -50,7 +50,7 @@ def test_real_tracebacks_group_by_exception_and_filter(admin: Any, conn: Any, sp
     assert (stored[1], stored[2]) == (headline(stored[0]), group_key(headline(stored[0])))
     chained = conn.execute("SELECT last_error, error_headline FROM jobs WHERE id = %s",
                            (ids["chained"][0],)).fetchone()
-    assert "During handling of the above exception" in chained[0]
+    assert "The above exception was the direct cause of the following exception" in chained[0]
     assert chained[1].startswith("tests.failing_handlers.PaymentDeclined: card ending ")
 
     html = admin.get("/dead/?queue=orders").get_data(as_text=True)
