@@ -2,11 +2,60 @@
 // (the Content-Security-Policy forbids it).
 (function () {
   "use strict";
-  // Live fragments do not poll while the tab is hidden...
+  // A live fragment holds its poll while the operator is using it: a ticked checkbox (a selection
+  // for "Release selected"), or a focused form field inside it. Swapping then would throw the work away.
+  function inUse(elt) {
+    if (elt.querySelector("input[type=checkbox]:checked")) { return true; }
+    var active = document.activeElement;
+    return !!(active && elt.contains(active) && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName));
+  }
+  // Live fragments do not poll while the tab is hidden or while in use...
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var elt = evt.detail && evt.detail.elt;
-    if (document.hidden && elt && elt.hasAttribute("data-poll")) {
+    if (elt && elt.hasAttribute("data-poll") && (document.hidden || inUse(elt))) {
       evt.preventDefault();
+    }
+  });
+
+  // What the operator did inside a fragment survives its refresh: which <details> are open or
+  // closed, which boxes are ticked, and where the focus is. Only the data is replaced.
+  function keyOf(el, index) {
+    return el.getAttribute("data-key") || el.id || (el.name ? el.name + "=" + el.value : "") ||
+      el.getAttribute("href") || el.tagName + "#" + index;
+  }
+  var kept = {};
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var elt = evt.detail && evt.detail.target;
+    if (!elt || !elt.id || !elt.hasAttribute("data-poll")) { return; }
+    var state = { details: {}, checked: [], focus: null };
+    elt.querySelectorAll("details").forEach(function (d, i) { state.details[keyOf(d, i)] = d.open; });
+    elt.querySelectorAll("input[type=checkbox]:checked").forEach(function (c, i) { state.checked.push(keyOf(c, i)); });
+    var active = document.activeElement;
+    if (active && elt.contains(active)) {
+      var all = Array.prototype.slice.call(elt.querySelectorAll("a, button, input, select, textarea, summary"));
+      state.focus = keyOf(active, all.indexOf(active));
+    }
+    kept[elt.id] = state;
+  });
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    var id = target && target.id;
+    var state = id && kept[id];
+    var elt = id && document.getElementById(id);
+    if (!state || !elt) { return; }
+    delete kept[id];
+    elt.querySelectorAll("details").forEach(function (d, i) {
+      var key = keyOf(d, i);
+      if (key in state.details) { d.open = state.details[key]; }
+    });
+    elt.querySelectorAll("input[type=checkbox]").forEach(function (c, i) {
+      if (state.checked.indexOf(keyOf(c, i)) >= 0) { c.checked = true; }
+    });
+    if (state.focus) {
+      var all = Array.prototype.slice.call(elt.querySelectorAll("a, button, input, select, textarea, summary"));
+      for (var i = 0; i < all.length; i++) {
+        if (keyOf(all[i], i) === state.focus) { all[i].focus({ preventScroll: true }); break; }
+      }
     }
   });
   // ...and catch up at once when it becomes visible again.
@@ -16,10 +65,26 @@
     }
   });
   // The refresh-interval select submits its form on change (the "set" button is the no-JS path).
+  // From the keyboard, arrow keys change the value at every step: submit only on Enter or when the
+  // select loses focus, so that moving through the choices does not reload the page.
+  var keyed = null;
+  document.addEventListener("keydown", function (evt) {
+    var target = evt.target;
+    if (!target || !target.hasAttribute || !target.hasAttribute("data-autosubmit")) { return; }
+    if (evt.key === "Enter" && target.form) { evt.preventDefault(); target.form.submit(); return; }
+    if (evt.key !== "Tab") { keyed = target; }
+  });
   document.addEventListener("change", function (evt) {
     var target = evt.target;
-    if (target && target.hasAttribute && target.hasAttribute("data-autosubmit") && target.form) {
+    if (target && target.hasAttribute && target.hasAttribute("data-autosubmit") && target.form && keyed !== target) {
       target.form.submit();
+    }
+  });
+  document.addEventListener("focusout", function (evt) {
+    var target = evt.target;
+    if (target === keyed && target.form) {
+      keyed = null;
+      if (target.value !== target.getAttribute("data-current")) { target.form.submit(); }
     }
   });
   // "select all" checkboxes tick every job checkbox of their form.

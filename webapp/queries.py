@@ -257,3 +257,16 @@ SELECT {_JOB_COLUMNS} FROM jobs
 
 # Whether workers skip this queue.
 IS_PAUSED = "SELECT EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s)"
+
+# Is `queue` a queue anyone knows: it has jobs (each probe rides an index: ready, then finished by
+# status), a live worker row lists it, a recurring schedule feeds it, or it is paused already.
+# Pausing a queue nobody knows (a typo) would create a phantom paused queue.
+QUEUE_KNOWN = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'dead' AND queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'failed' AND queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'succeeded' AND queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM workers WHERE %(queue)s = ANY(queues))
+    OR EXISTS (SELECT 1 FROM recurring_schedules WHERE queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s)
+"""

@@ -74,6 +74,14 @@ def pause(name: str) -> ResponseReturnValue:
     """Stop every worker from claiming this queue."""
     queue = filters.queue(name) or abort(404)
     with db.connection() as conn:
+        known = conn.execute(queries.QUEUE_KNOWN, {"queue": queue}).fetchone()
+        if not (known and known[0]) and filters.arg("unknown_ok") != "yes":
+            # a typo (/queues/imagse) must not create a phantom paused queue: refuse, and say how to
+            # pause a queue ahead of its first job on purpose
+            flash(f"Queue {queue} has no jobs, no worker serves it and no schedule feeds it, so it was not "
+                  "paused (a typo?). To pause it before its first job, tick \"pause a new queue\" and pause again.",
+                  "error")
+            return redirect(url_for("queues.show", name=queue), 303)
         changed = core.pause_queue(conn, queue, g.user)
     audit("pause queue", 0, queue=queue, changed=changed)
     flash(f"Queue {queue} paused: no worker claims its jobs until it is resumed." if changed

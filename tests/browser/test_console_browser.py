@@ -79,6 +79,8 @@ def test_bulk_purge_a_filtered_set_after_confirming(page, console, conn, tmp_pat
 
 def test_pause_a_queue_and_the_worker_stops_taking_its_jobs(page, console, conn, spawn_worker):
     spawn_worker(SKIPLOCK_POLL_INTERVAL="0.2")
+    # the worker serving t3 makes it a queue the console knows (a queue nobody knows is not paused)
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM workers") >= 1, timeout=30, message="worker registered")
     log_in(page, console)
     page.goto(console.url + "/queues/t3")
     page.click("button:has-text('Pause queue')")

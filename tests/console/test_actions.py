@@ -82,6 +82,7 @@ def test_confirm_without_as_of_is_400(admin, conn):
 
 
 def test_pause_and_resume_queue(admin, conn, caplog):
+    conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")  # a queue with work is known
     with caplog.at_level(logging.INFO, logger="skiplock.console.audit"):
         assert admin.post("/queues/t1/pause").status_code == 303
     assert conn.execute("SELECT queue, paused_by FROM paused_queues").fetchall() == [("t1", "ops-admin")]
@@ -181,3 +182,17 @@ def test_recurring_schedules_pause_resume_run(admin, conn):
     assert response.status_code == 303
     assert _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'") == before + 1
     assert "enqueued job" in admin.get(response.headers["Location"]).get_data(as_text=True)
+
+
+def test_pausing_a_queue_nobody_knows_is_refused_unless_asked_for(admin, conn):
+    """A typo (/queues/imagse) must not create a phantom paused queue."""
+    refused = admin.post("/queues/imagse/pause", follow_redirects=True)
+    assert "was not paused (a typo?)" in refused.get_data(as_text=True)
+    assert conn.execute("SELECT count(*) FROM paused_queues").fetchone()[0] == 0
+    # a queue with jobs pauses as before
+    conn.execute("INSERT INTO jobs (queue, payload) VALUES ('images', '{}')")
+    assert admin.post("/queues/images/pause").status_code == 303
+    assert conn.execute("SELECT queue FROM paused_queues").fetchall() == [("images",)]
+    # a new queue, paused on purpose ahead of its first job
+    admin.post("/queues/reports-v2/pause", data={"unknown_ok": "yes"})
+    assert conn.execute("SELECT count(*) FROM paused_queues WHERE queue = 'reports-v2'").fetchone()[0] == 1
