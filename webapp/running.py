@@ -35,5 +35,7 @@ def release() -> ResponseReturnValue:
     audit("release running", len(done), ids=chosen[:50])
     dead = sum(1 for _, _, status in done if status == "dead")
     flash(f"Released {len(done)} of {len(chosen)} job(s)" + (f"; {dead} were on their last attempt and are now dead"
-          if dead else "") + ("." if len(done) == len(chosen) else " (the others had already finished or moved)."))
+          if dead else "") + ("." if len(done) == len(chosen) else " (the others had already finished or moved).")
+          + (" Their handlers were not stopped: a result they still deliver is refused. Cancel stops a handler."
+             if done else ""))
     return redirect(url_for("running.index"), 303)
