@@ -248,3 +248,17 @@ def test_dead_groups_read_a_bounded_number_of_rows(admin, conn, monkeypatch):
     monkeypatch.setattr(dead, "GROUPS_SCAN", 10)
     html = admin.get("/dead/").get_data(as_text=True)
     assert re.search(r'E: same</a></td>\s*<td class="num">5<', html) and "Grouped the newest" not in html
+
+
+def test_overview_dead_count_links_to_a_list_that_shows_as_many(admin, conn):
+    """The overview counts every dead job of a queue; its link must not open a 24 h window of fewer."""
+    import re
+
+    conn.execute("INSERT INTO jobs (queue, payload, status, attempts, finished_at, last_error) VALUES "
+                 "('agequeue', '{}', 'dead', 1, now() - interval '3 days', 'old failure'), "
+                 "('agequeue', '{}', 'dead', 1, now(), 'new failure')")
+    html = admin.get("/").get_data(as_text=True)
+    link = re.search(r'<a href="([^"]*dead/[^"]*queue=agequeue[^"]*)">2</a>', html)
+    assert link, "the overview shows 2 dead jobs with a link"
+    listed = admin.get(link.group(1).replace("&amp;", "&")).get_data(as_text=True)
+    assert len(re.findall(r'<tr data-job-id="', listed)) == 2
