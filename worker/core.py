@@ -164,7 +164,8 @@ def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: st
     statement = {"keep": queries.ACK_BATCH_KEEP, "partitioned": queries.ACK_BATCH_TO_HISTORY}.get(
         history, queries.ACK_BATCH)
     return statement, {"worker_id": worker_id, "ok_ids": [job_id], "ok_attempts": [attempt],
-                       "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": []}
+                       "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": [],
+                       "err_headline": [], "err_group": []}
 
 
 def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:
