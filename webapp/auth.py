@@ -139,6 +139,7 @@ def login() -> ResponseReturnValue:
         log.warning("failed login for user %r from %s", request.form.get("user", ""), request.remote_addr)
         return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation
+    session.permanent = True  # so it expires after SESSION_IDLE_MINUTES without a request
     session["user"], session["role"] = account.user, account.role
     log.info("login: %s (%s) from %s", account.user, account.role, request.remote_addr)
     return redirect(_safe_next(), 303)
