@@ -16,6 +16,7 @@ from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.security import check_password_hash
 
+from skiplock.webapp import login_limit
 from skiplock.webapp.settings import Account
 from skiplock.webapp.web import is_local_path
 
@@ -133,11 +134,19 @@ def login() -> ResponseReturnValue:
     """The login form; a correct user and password start a session."""
     if request.method == "GET":
         return render_template("login.html", next=_safe_next(), error=None)
-    account = check_credentials(current_app.config["ACCOUNTS"], request.form.get("user", ""),
-                                request.form.get("password", ""))
+    user = request.form.get("user", "")
+    wait = login_limit.locked_for(user)
+    if wait:
+        log.warning("refused login for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
+        html = render_template("login.html", next=_safe_next(),
+                               error=f"Too many failed logins. Try again in {wait} seconds.")
+        return Response(html, 429, {"Retry-After": str(wait)})
+    account = check_credentials(current_app.config["ACCOUNTS"], user, request.form.get("password", ""))
     if account is None:
-        log.warning("failed login for user %r from %s", request.form.get("user", ""), request.remote_addr)
+        log.warning("failed login for user %r from %s", user, request.remote_addr)
+        login_limit.record_failure(user)
         return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
+    login_limit.clear(user)
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation
     session.permanent = True  # so it expires after SESSION_IDLE_MINUTES without a request
     session["user"], session["role"] = account.user, account.role

@@ -66,6 +66,8 @@ def web_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "METRICS_TOKEN": env.get("SKIPLOCK_METRICS_TOKEN") or None,
         "BEHIND_PROXY": _on_off(env, "SKIPLOCK_BEHIND_PROXY", "off"),
         "SESSION_IDLE_MINUTES": _positive_int(env, "SKIPLOCK_SESSION_IDLE_MINUTES", 60),
+        "LOGIN_MAX_FAILURES": _positive_int(env, "SKIPLOCK_LOGIN_MAX_FAILURES", 5),
+        "LOGIN_LOCKOUT_SECONDS": _positive_int(env, "SKIPLOCK_LOGIN_LOCKOUT_SECONDS", 300),
     }
 
 

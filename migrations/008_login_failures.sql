@@ -1,0 +1,9 @@
+-- 008: failed console logins, counted per user name and per client address. Safe to re-run.
+-- In PostgreSQL rather than process memory so every gunicorn worker and host sees the same counts.
+-- key is 'user:<name>' or 'addr:<ip>'; a key with locked_until in the future refuses logins.
+CREATE TABLE IF NOT EXISTS login_failures (
+    key          text PRIMARY KEY,
+    failures     integer NOT NULL DEFAULT 0,
+    first_at     timestamptz NOT NULL DEFAULT now(),
+    locked_until timestamptz
+);
