@@ -27,6 +27,9 @@ from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from skiplock import audit as audit_trail
+from skiplock.webapp.db import connection
+
 audit_log = logging.getLogger("skiplock.console.audit")
 
 # Choices for the live-refresh interval (seconds; 0 = off). The default suits a 2 a.m. glance.
@@ -94,6 +97,10 @@ def audit(action: str, count: int, **detail: Any) -> None:
     """Log an operator action: who, what, how many jobs, and its parameters."""
     extras = " ".join(f"{k}={v!r}" for k, v in sorted(detail.items()) if v not in (None, "", []))
     audit_log.info("operator %s (%s) %s: %d job(s) %s", g.get("user"), g.get("role"), action, count, extras)
+    # and a row the Audit trail keeps (its own statement: the action has already committed)
+    with connection() as conn:
+        audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count,
+                           {k: v for k, v in detail.items() if v not in (None, "", [])})
 
 
 def refresh_seconds() -> int:

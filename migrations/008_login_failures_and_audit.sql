@@ -7,3 +7,15 @@ CREATE TABLE IF NOT EXISTS login_failures (
     first_at     timestamptz NOT NULL DEFAULT now(),
     locked_until timestamptz
 );
+
+-- The operator audit trail: every console action, who did it and to which jobs (ids, or the
+-- filter and the count). Read by the console's Audit page; the log line stays as well.
+CREATE TABLE IF NOT EXISTS audit_log (
+    id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at      timestamptz NOT NULL DEFAULT now(),
+    actor   text NOT NULL,
+    role    text,
+    action  text NOT NULL,
+    count   integer NOT NULL,
+    detail  jsonb NOT NULL DEFAULT '{}'
+);
