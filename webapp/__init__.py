@@ -21,7 +21,7 @@ from skiplock.webapp.settings import check_config, session_key, web_config
 log = logging.getLogger("skiplock.console")
 
 # The areas of the console, each a blueprint module with `bp`.
-BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops")
+BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops", "audit")
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:

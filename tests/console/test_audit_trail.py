@@ -27,3 +27,20 @@ def test_console_actions_are_written_to_the_audit_table(admin, conn):
 def test_a_refused_action_writes_nothing(viewer, conn):
     assert viewer.post("/queues/t1/pause").status_code == 403
     assert _rows(conn) == []
+
+
+def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monkeypatch):
+    from skiplock.webapp import audit as audit_page
+
+    monkeypatch.setattr(audit_page, "PAGE_SIZE", 2)
+    for queue in ("q1", "q2", "<b>q3</b>"):
+        assert admin.post(f"/queues/{queue}/pause").status_code == 303
+    first = admin.get("/audit/").get_data(as_text=True)
+    assert "&lt;b&gt;q3&lt;/b&gt;" in first and "<b>q3" not in first
+    assert "queue=q2" in first and "queue=q1" not in first
+    last_id = conn.execute("SELECT min(id) FROM audit_log").fetchone()[0]
+    older = admin.get(f"/audit/?before={last_id + 1}").get_data(as_text=True)
+    assert "queue=q1" in older and "Older" not in older
+    assert 'href="/audit/"' in first  # the nav link
+    assert admin.get("/audit/?before=-1").status_code == 400
+    assert admin.get("/audit/?before=%00").status_code == 400
