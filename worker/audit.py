@@ -26,3 +26,10 @@ def record(conn: psycopg.Connection, actor: str, role: str | None, action: str, 
     """Write one audit row on `conn` (inside the caller's transaction when it has one)."""
     conn.execute("INSERT INTO audit_log (actor, role, action, count, detail) VALUES (%s, %s, %s, %s, %s)",
                  (_clean(actor), role, _clean(action), count, Jsonb(_clean(detail))))
+
+
+def prune(conn: psycopg.Connection, keep_seconds: float, batch: int) -> int:
+    """Delete at most `batch` audit rows older than `keep_seconds`, oldest first; return how many."""
+    cur = conn.execute("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - "
+                       "make_interval(secs => %s) ORDER BY id LIMIT %s)", (keep_seconds, batch))
+    return cur.rowcount

@@ -44,3 +44,22 @@ def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monke
     assert 'href="/audit/"' in first  # the nav link
     assert admin.get("/audit/?before=-1").status_code == 400
     assert admin.get("/audit/?before=%00").status_code == 400
+
+
+def test_the_pruner_keeps_audit_rows_for_the_retention_only(admin, conn, db_url):
+    from skiplock.config import load_settings
+    from skiplock.db import make_pool
+    from skiplock.pruner import Pruner
+
+    for queue in ("old1", "old2", "old3", "new"):
+        assert admin.post(f"/queues/{queue}/pause").status_code == 303
+    # age the first three rows past a one-day retention (the clock cannot be moved for the server)
+    conn.execute("UPDATE audit_log SET at = now() - interval '2 days' WHERE detail->>'queue' LIKE 'old%%'")
+    settings = load_settings(env={}, audit_retention=86400.0)
+    pool = make_pool(db_url, "skiplock-test-audit-prune", size=1, open_wait=True)
+    try:
+        assert Pruner(pool, settings, batch=2).run_once() == 3  # two batches: 2 + 1
+        assert Pruner(pool, settings, batch=2).run_once() == 0
+    finally:
+        pool.close()
+    assert [r[4]["queue"] for r in _rows(conn)] == ["new"]
