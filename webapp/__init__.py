@@ -26,7 +26,7 @@ log = logging.getLogger("skiplock.console")
 
 # The areas of the console, each a blueprint module with `bp`.
 BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops",
-              "cancel")  # cancel: a running job's Cancel (issue 14)
+              "cancel", "audit")  # cancel: a running job's Cancel (issue 14); audit: the operator trail
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:

@@ -17,6 +17,7 @@ from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.security import check_password_hash
 
+from skiplock.webapp import login_limit
 from skiplock.webapp.settings import Account
 from skiplock.webapp.web import current_path, is_local_path
 
@@ -167,12 +168,21 @@ def login() -> ResponseReturnValue:
         return redirect(url_for("overview.index"), 303)  # mounted: the host app does the logging in
     if request.method == "GET":
         return render_template("login.html", next=_safe_next(), error=None)
-    account = check_credentials(current_app.config["ACCOUNTS"], request.form.get("user", ""),
-                                request.form.get("password", ""))
+    user = request.form.get("user", "")
+    wait = login_limit.locked_for(user)
+    if wait:
+        log.warning("refused login for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
+        html = render_template("login.html", next=_safe_next(),
+                               error=f"Too many failed logins. Try again in {wait} seconds.")
+        return Response(html, 429, {"Retry-After": str(wait)})
+    account = check_credentials(current_app.config["ACCOUNTS"], user, request.form.get("password", ""))
     if account is None:
-        log.warning("failed login for user %r from %s", request.form.get("user", ""), request.remote_addr)
+        log.warning("failed login for user %r from %s", user, request.remote_addr)
+        login_limit.record_failure(user)
         return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
+    login_limit.clear(user)
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation
+    session.permanent = True  # so it expires after SESSION_IDLE_MINUTES without a request
     session["user"], session["role"] = account.user, account.role
     log.info("login: %s (%s) from %s", account.user, account.role, request.remote_addr)
     return redirect(_safe_next(), 303)

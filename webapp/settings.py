@@ -64,7 +64,25 @@ def web_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "ACCOUNTS": accounts,
         "SECRET_KEY": env.get("SKIPLOCK_SECRET_KEY") or None,
         "METRICS_TOKEN": env.get("SKIPLOCK_METRICS_TOKEN") or None,
+        "BEHIND_PROXY": _on_off(env, "SKIPLOCK_BEHIND_PROXY", "off"),
+        "SESSION_IDLE_MINUTES": _positive_int(env, "SKIPLOCK_SESSION_IDLE_MINUTES", 60),
+        "LOGIN_MAX_FAILURES": _positive_int(env, "SKIPLOCK_LOGIN_MAX_FAILURES", 5),
+        "LOGIN_LOCKOUT_SECONDS": _positive_int(env, "SKIPLOCK_LOGIN_LOCKOUT_SECONDS", 300),
     }
+
+
+def _on_off(env: Mapping[str, str], name: str, default: str) -> bool:
+    raw = env.get(name, default).strip().lower()
+    if raw not in ("on", "off"):
+        raise ConfigError(f"{name} must be on or off, got {raw!r}")
+    return raw == "on"
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, str(default)).strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1, got {raw!r}")
+    return int(raw)
 
 
 def check_config(config: Mapping[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -12,6 +13,7 @@ from flask import (
     abort,
     current_app,
     g,
+    has_request_context,
     make_response,
     redirect,
     render_template,
@@ -19,9 +21,14 @@ from flask import (
     session,
     url_for,
 )
+from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from skiplock import audit as audit_trail
+from skiplock.webapp.db import connection
 
 audit_log = logging.getLogger("skiplock.console.audit")
 
@@ -35,7 +42,13 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 
 
 def init_app(app: Flask) -> None:
-    """Headers, template globals and error pages for every response."""
+    """Headers, template globals, session cookie rules and error pages for every response."""
+    if app.config.get("BEHIND_PROXY"):
+        # trust one proxy's X-Forwarded-For/-Proto/-Host: request.is_secure and remote_addr become the client's
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)  # type: ignore[method-assign]
+    app.session_interface = _SecureWhenHttps()
+    # the signed cookie is refused once older than this, and every request re-signs it: an idle timeout
+    app.permanent_session_lifetime = timedelta(minutes=int(app.config.get("SESSION_IDLE_MINUTES") or 60))
     app.after_request(_headers)
     app.context_processor(_template_globals)
     app.register_error_handler(HTTPException, _http_error)
@@ -44,6 +57,13 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(PoolTimeout, _database_down)
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
+
+
+class _SecureWhenHttps(SecureCookieSessionInterface):
+    """The session cookie gets Secure whenever the request came over HTTPS (directly or per the proxy)."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return bool(app.config.get("SESSION_COOKIE_SECURE")) or (has_request_context() and request.is_secure)
 
 
 def duration(seconds: float | None) -> str:
@@ -77,6 +97,10 @@ def audit(action: str, count: int, **detail: Any) -> None:
     """Log an operator action: who, what, how many jobs, and its parameters."""
     extras = " ".join(f"{k}={v!r}" for k, v in sorted(detail.items()) if v not in (None, "", []))
     audit_log.info("operator %s (%s) %s: %d job(s) %s", g.get("user"), g.get("role"), action, count, extras)
+    # and a row the Audit trail keeps (its own statement: the action has already committed)
+    with connection() as conn:
+        audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count,
+                           {k: v for k, v in detail.items() if v not in (None, "", [])})
 
 
 def refresh_seconds() -> int:
@@ -124,6 +148,7 @@ def _template_globals() -> dict[str, Any]:
 
 def _headers(response: Response) -> Response:
     response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Frame-Options", "DENY")  # frame-ancestors for browsers without CSP 2
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     if request.endpoint != "static":

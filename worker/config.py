@@ -43,6 +43,7 @@ class Settings:
     keep_history: bool = False  # SKIPLOCK_KEEP_HISTORY: keep succeeded rows instead of deleting
     history_retention: float = 7 * 86400.0  # SKIPLOCK_HISTORY_RETENTION: seconds succeeded/failed are kept
     dead_retention: float = 30 * 86400.0  # SKIPLOCK_DEAD_RETENTION: seconds dead jobs are kept
+    audit_retention: float = 365 * 86400.0  # SKIPLOCK_AUDIT_RETENTION: seconds operator audit rows are kept
     max_payload_bytes: int = 1_048_576  # SKIPLOCK_MAX_PAYLOAD_BYTES: largest JSON payload accepted
     default_max_attempts: int = 20  # SKIPLOCK_MAX_ATTEMPTS: max_attempts when enqueue gives none
     backoff_base: float = 1.0  # SKIPLOCK_BACKOFF_BASE: first retry delay in seconds
@@ -181,6 +182,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_HISTORY_RETENTION": (
         "history_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_DEAD_RETENTION": ("dead_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
+    "SKIPLOCK_AUDIT_RETENTION": ("audit_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_MAX_PAYLOAD_BYTES": (
         "max_payload_bytes", lambda n, r: _number(n, r, int, 2, "a whole number of bytes >= 2")),
     "SKIPLOCK_MAX_ATTEMPTS": ("default_max_attempts", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
@@ -201,7 +203,8 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_WEB_USER", "SKIPLOCK_WEB_PASSWORD", "SKIPLOCK_WEB_PASSWORD_HASH", "SKIPLOCK_WEB_AUTH",
     "SKIPLOCK_WEB_READONLY_USER", "SKIPLOCK_WEB_READONLY_PASSWORD", "SKIPLOCK_WEB_READONLY_PASSWORD_HASH",
     "SKIPLOCK_SECRET_KEY", "SKIPLOCK_DEV_DIR", "SKIPLOCK_APP_NAME", "SKIPLOCK_RECONNECT_TIMEOUT",
-    "SKIPLOCK_METRICS_TOKEN", "SKIPLOCK_DB_DEADLINE",
+    "SKIPLOCK_METRICS_TOKEN", "SKIPLOCK_DB_DEADLINE", "SKIPLOCK_BEHIND_PROXY", "SKIPLOCK_SESSION_IDLE_MINUTES",
+    "SKIPLOCK_LOGIN_MAX_FAILURES", "SKIPLOCK_LOGIN_LOCKOUT_SECONDS",
 }
 
 

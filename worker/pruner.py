@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import core
+from skiplock import audit, core
 from skiplock.config import Settings
 from skiplock.status import JobStatus
 
@@ -32,7 +33,7 @@ class Pruner:
                 (JobStatus.DEAD, self.settings.dead_retention)]
 
     def run_once(self) -> int:
-        """Delete succeeded/failed/dead jobs older than their retention; return how many."""
+        """Delete succeeded/failed/dead jobs and audit rows older than their retention; return how many."""
         total = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
@@ -41,6 +42,17 @@ class Pruner:
                     total += deleted
                     if deleted < self.batch:
                         break
+            total += self._prune_audit(conn)
         if total:
-            log.info("pruned %d finished job(s) past retention", total)
+            log.info("pruned %d finished job(s) and audit row(s) past retention", total)
+        return total
+
+    def _prune_audit(self, conn: psycopg.Connection) -> int:
+        """The operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION, in the same bounded batches."""
+        total = 0
+        for _ in range(self.max_batches):
+            deleted = audit.prune(conn, self.settings.audit_retention, self.batch)
+            total += deleted
+            if deleted < self.batch:
+                break
         return total
