@@ -14,6 +14,7 @@ from tests.conftest import REPO, worker_env
 from tests.helpers import scalar, wait_for
 
 CANCEL_TASKS = '''
+import asyncio
 import time
 from skiplock import task
 from tests.handlers import record_effect
@@ -34,6 +35,12 @@ def long_raising(payload, job):
     while time.monotonic() < deadline:
         job.check_cancelled()  # raises Cancelled once the request is seen
         time.sleep(0.05)
+
+
+@task("along")
+async def long_async(payload, job):
+    record_effect(job, payload)
+    await asyncio.sleep(120)  # cancelled at the heartbeat after the request, long before this ends
 '''
 
 
@@ -83,3 +90,20 @@ def test_cli_cancels_a_running_sync_handler(conn, db_url, spawn_worker, tmp_path
              timeout=60, message="the raising handler's job to end failed")
     assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (raising,)) == "cancelled by tester"
     assert worker.terminate() == 0
+
+
+@pytest.mark.slow
+def test_cli_cancels_a_running_async_handler_and_audits_it(conn, db_url, spawn_worker, tmp_path: Path) -> None:
+    (tmp_path / "cancel_tasks.py").write_text(CANCEL_TASKS)
+    spawn_worker(SKIPLOCK_TASKS="cancel_tasks", PYTHONPATH=f"{tmp_path}:{REPO}", SKIPLOCK_HEARTBEAT_INTERVAL="0.2")
+    job = enqueue("along", {"n": 1})
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE job_id = %s", (job,)) == 1,
+             timeout=60, message="the async handler to start")
+    asked = cli(db_url, "jobs", "cancel", str(job), "--as", "tester")
+    assert asked.returncode == 0, asked.stderr
+    wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job,)) == "failed",
+             timeout=60, message="the async handler's task to be cancelled")
+    assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (job,)) == "cancelled by tester"
+    assert scalar(conn, "SELECT attempts FROM jobs WHERE id = %s", (job,)) == 1
+    row = conn.execute("SELECT actor, role, action, count, detail FROM audit_log").fetchall()
+    assert row == [("tester", "cli", "cancel job", 1, {"ids": [job]})]

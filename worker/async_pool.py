@@ -79,6 +79,16 @@ class AsyncHandlerLoop:
 
         return self._call(take(), timeout, default=[])
 
+    def cancel_job(self, job_id: int) -> None:
+        """Cancel one running handler (an operator asked: worker/cancel.py); from any thread."""
+
+        def cancel() -> None:
+            task = self._running.get(job_id)
+            if task is not None:
+                task.cancel()
+
+        self.loop.call_soon_threadsafe(cancel)
+
     def running_count(self) -> int:
         return len(self._running)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
+from skiplock import audit
 from skiplock.cancel import request_cancel
 from skiplock.cli import command
 from skiplock.config import load_settings
@@ -21,7 +22,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("jobs", "cancel a running or queued job", _args)
 def _jobs(args: argparse.Namespace) -> int:
     actor = args.actor or f"cli:{getpass.getuser()}"
-    with connect(load_settings().require_database_url(), "skiplock-cli") as conn:
+    with connect(load_settings().require_database_url(), "skiplock-cli", autocommit=False) as conn:
+        # the request and its audit row commit together: an operator action from the CLI is on the
+        # console's Audit page like one from the console
         result = request_cancel(conn, args.job_id, actor)
+        audit.record(conn, actor, "cli", "cancel job", 1 if result.changed else 0, {"ids": [args.job_id]})
+        conn.commit()
     print(result.message)
     return 0 if result.changed else 1  # scripts can tell "nothing changed" apart

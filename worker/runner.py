@@ -413,7 +413,13 @@ class Worker:
             outcome = outcomes.succeeded(job)
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
-            if current is not None and current.cancelling():
+            if cancel.is_requested(job.id):
+                # an operator's cancel (the heartbeat saw it and cancelled this task): the run ends,
+                # and _record's cancel.override makes it failed "cancelled by <who>"
+                if current is not None:
+                    current.uncancel()
+                outcome = self._failure_outcome(job, exc)
+            elif current is not None and current.cancelling():
                 # cancelled by the shutdown after its grace: no outcome, the job stays in flight
                 # and _shutdown releases it to its queue at once (the attempt does not count)
                 raise
@@ -593,6 +599,11 @@ class Worker:
             with self._row_writes, self.pool.connection() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
                 cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (worker/cancel.py)
+            if self.async_loop is not None:
+                # an async handler cannot poll job.cancel_requested between awaits: cancel its task
+                for job_id in kept:
+                    if cancel.is_requested(job_id):
+                        self.async_loop.cancel_job(job_id)
         except Exception as exc:
             if not is_connection_error(exc):
                 log.exception("heartbeat failed")
