@@ -162,3 +162,24 @@ def test_seed_on_conflict_on_constraint_form_really_fails(conn):
     with pytest.raises(psycopg.errors.UndefinedObject):
         conn.execute("INSERT INTO jobs (queue, payload, unique_key) VALUES ('t1', '{}', 'k') "
                      "ON CONFLICT ON CONSTRAINT jobs_unique_inflight DO NOTHING")
+
+
+def test_a_tasks_own_max_attempts_applies_unless_enqueue_names_one(conn):
+    """@task(max_attempts=...) used to be stored and never read."""
+    from skiplock import enqueue, enqueue_many, task
+    from skiplock.registry import REGISTRY
+
+    @task("few-attempts", max_attempts=3)
+    def handler(payload):
+        return None
+
+    try:
+        default = enqueue("few-attempts", {})
+        chosen = enqueue("few-attempts", {}, max_attempts=7)
+        many = enqueue_many([("few-attempts", {}), {"queue": "few-attempts", "payload": {}, "max_attempts": 2}])
+        other = enqueue("no-task-here", {})
+        got = dict(conn.execute("SELECT id, max_attempts FROM jobs").fetchall())
+        assert [got[default], got[chosen], got[many[0]], got[many[1]]] == [3, 7, 3, 2]
+        assert got[other] == 20  # SKIPLOCK_MAX_ATTEMPTS's default
+    finally:
+        REGISTRY._tasks.pop("few-attempts", None)

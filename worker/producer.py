@@ -22,6 +22,7 @@ from skiplock import adapters, queries, tracing
 from skiplock.config import Settings, load_settings
 from skiplock.db import make_pool
 from skiplock.errors import EnqueueError
+from skiplock.registry import REGISTRY
 
 MAX_QUEUE_NAME = 128
 # From this many jobs (none with a unique_key or a run_at), enqueue_many uses COPY: ~3x faster
@@ -267,7 +268,7 @@ def _one_job_statement(queue: str, payload: Any, trace_context: str | None = Non
     """Validate one job and return the INSERT that enqueues it, with its parameters."""
     settings = producer_settings()
     spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
-                      default_max_attempts=settings.default_max_attempts, **options)
+                      default_max_attempts=_default_attempts(queue, settings), **options)
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts}
     if trace_context is not None:  # OpenTelemetry: the enqueuing span's context travels with the row
@@ -305,6 +306,14 @@ def enqueue_many(
     return [row[0] for row in rows]
 
 
+def _default_attempts(queue: Any, settings: Settings) -> int:
+    """max_attempts when enqueue names none: the queue's @task(max_attempts=...), else the setting."""
+    registered = REGISTRY.get(queue) if isinstance(queue, str) else None
+    if registered is not None and registered.max_attempts is not None:
+        return int(registered.max_attempts)
+    return settings.default_max_attempts
+
+
 def _many_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[JobSpec]:
     """Validate every item of an enqueue_many call; EnqueueError names the first bad one."""
     settings = producer_settings()
@@ -313,11 +322,12 @@ def _many_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[Job
         try:
             if isinstance(item, Mapping):
                 specs.append(build_spec(max_payload_bytes=settings.max_payload_bytes,
-                                        default_max_attempts=settings.default_max_attempts, **item))
+                                        default_max_attempts=_default_attempts(item.get("queue"), settings),
+                                        **item))
             else:
                 queue, payload = item
                 specs.append(build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
-                                        default_max_attempts=settings.default_max_attempts))
+                                        default_max_attempts=_default_attempts(queue, settings)))
         except EnqueueError as exc:
             raise EnqueueError(f"job #{index}: {exc}") from None
         except (TypeError, ValueError) as exc:
