@@ -177,3 +177,10 @@ def spawn_worker(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerPr
     yield spawn
     for wp in started:
         wp.kill()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests run last. Playwright's sync API keeps an event loop running in the main thread
+    from the first browser test until the session ends, and then asyncio.run() and Django's
+    async-safety check refuse to run in any later test (async producers, Django conn=)."""
+    items.sort(key=lambda item: item.nodeid.replace("\\", "/").startswith("tests/browser/"))
