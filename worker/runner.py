@@ -401,6 +401,7 @@ class Worker:
     async def _execute_async(self, job: core.ClaimedJob) -> None:
         """_execute for an `async def` handler, awaited on the worker's event loop thread."""
         task = self.tasks[job.queue]
+        tracing.start_run(job.id, job.queue, job.attempts)  # per task: tracing keeps it in a ContextVar
         started = time.perf_counter()
         context: JobContext | None = None
         try:

@@ -13,8 +13,8 @@ spans are its children.
 
 from __future__ import annotations
 
+import contextvars
 import json
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -42,7 +42,10 @@ TRACE_CONTEXTS = "SELECT id, trace_context FROM jobs WHERE id = ANY(%(ids)s) AND
 
 _otel: Any = None  # the opentelemetry.trace module, False when it is not installed
 _stored: dict[int, dict[str, str]] = {}  # job id -> trace context read at claim, taken at run start
-_runs = threading.local()  # the current run's (span, context token), per handler thread
+# The current run's (span, context token). A context variable, not a thread-local: each handler
+# thread has its own context, and so does each asyncio task on the worker's event loop, where many
+# async handlers run interleaved on one thread.
+_runs: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar("skiplock_run", default=None)
 
 
 def _api() -> Any:
@@ -102,7 +105,7 @@ def remember_contexts(conn: psycopg.Connection, ids: Sequence[int]) -> None:
 
 
 def start_run(job_id: int, queue: str, attempt: int) -> None:
-    """Start the CONSUMER span of a run in this thread, linked to the job's enqueue span."""
+    """Start the CONSUMER span of a run in this thread or task, linked to the job's enqueue span."""
     trace = _active()
     if trace is None:
         return
@@ -119,15 +122,15 @@ def start_run(job_id: int, queue: str, attempt: int) -> None:
         f"run {queue}", kind=trace.SpanKind.CONSUMER, links=links,
         attributes={"messaging.system": "skiplock", "messaging.destination.name": queue,
                     "skiplock.job.id": job_id, "skiplock.job.attempt": attempt})
-    _runs.current = (span, otel_context.attach(trace.set_span_in_context(span)))
+    _runs.set((span, otel_context.attach(trace.set_span_in_context(span))))
 
 
 def end_run(status: str, error: str | None = None) -> None:
     """End this thread's run span with the outcome ('ok', 'queued', 'dead', 'failed', 'snoozed')."""
-    current = getattr(_runs, "current", None)
+    current = _runs.get()
     if current is None:
         return
-    _runs.current = None
+    _runs.set(None)
     from opentelemetry import context as otel_context
 
     span, token = current
