@@ -25,6 +25,7 @@ from skiplock.errors import EnqueueError
 from skiplock.registry import REGISTRY
 
 MAX_QUEUE_NAME = 128
+MAX_DELAY_SECONDS = 100 * 365 * 86400  # a delay past this is a mistake, not a schedule
 # From this many jobs (none with a unique_key or a run_at), enqueue_many uses COPY: ~3x faster
 # than the unnest INSERT for big batches, not worth its extra round trip for small ones.
 COPY_THRESHOLD = 200
@@ -162,6 +163,9 @@ def _validate_when(run_at: datetime | None, delay: float | timedelta | None) -> 
         raise EnqueueError(f"delay must not be negative, got {seconds}")
     if seconds == 0:
         return None
+    if seconds > MAX_DELAY_SECONDS:
+        # past year 9999 datetime overflows; anything this far out is a unit mistake (ms for s?)
+        raise EnqueueError(f"delay must be at most {MAX_DELAY_SECONDS:,} seconds (100 years), got {seconds}")
     from datetime import UTC
 
     return datetime.now(UTC) + timedelta(seconds=seconds)
