@@ -19,8 +19,8 @@ def cancel_running(job_id: str) -> ResponseReturnValue:
     jid = filters.job_id(job_id)
     if jid is None:
         abort(400, "job id is required")
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the request and its audit row commit together
         result = request_cancel(conn, jid, f"console:{g.get('user') or 'anonymous'}")
-    audit("cancel running job", 1 if result.changed else 0, ids=[jid])
+        audit("cancel running job", 1 if result.changed else 0, conn=conn, ids=[jid])
     flash(result.message[:1].upper() + result.message[1:] + ".", "message" if result.changed else "error")
     return redirect(url_for("jobs.show", job_id=jid), 303)

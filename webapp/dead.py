@@ -106,8 +106,10 @@ def action() -> ResponseReturnValue:
         if confirmed:
             as_of = filters.timestamp(filters.arg("as_of")) or abort(400, "as_of is required to confirm")
             matching = flt.core_filter(now, until=as_of)
+            # batches commit as they go (a million rows must not be one transaction): the trail row
+            # follows the last batch, with the count actually changed
             count = (core.retry_matching if what == "retry" else core.purge_matching)(conn, matching)
-            audit(f"{what} all matching", count, **flt.args())
+            audit(f"{what} all matching", count, conn=conn, **flt.args())
             flash(f"{'Retried' if what == 'retry' else 'Purged'} {count:,} job(s) matching the filter.")
             return redirect(url_for("dead.index", **flt.args()), 303)
         count = core.count_finished_matching(conn, flt.core_filter(now, until=now))
@@ -116,9 +118,9 @@ def action() -> ResponseReturnValue:
 
 
 def _apply_ids(what: str, chosen: list[int], flt: DeadFilter) -> ResponseReturnValue:
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         done = (core.retry_finished if what == "retry" else core.purge_finished)(conn, chosen)
-    audit(f"{what} selected", len(done), ids=chosen[:50])
+        audit(f"{what} selected", len(done), conn=conn, ids=chosen[:50])
     verb = "Retried" if what == "retry" else "Purged"
     skipped = len(chosen) - len(done)
     flash(f"{verb} {len(done)} job(s)." + (f" {skipped} were no longer dead or failed." if skipped else ""))

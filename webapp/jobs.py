@@ -69,9 +69,9 @@ def act(job_id: str, action: str) -> ResponseReturnValue:
     if action not in ACTIONS:
         abort(404, f"unknown action {action[:40]!r}")
     call, done_text, refused_text = ACTIONS[action]
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         changed = call(conn, jid)
-    audit(action, len(changed), ids=[jid])
+        audit(action, len(changed), conn=conn, ids=[jid])
     if changed:
         flash(f"Job {jid} {done_text}.")
     else:

@@ -82,8 +82,9 @@ def pause(name: str) -> ResponseReturnValue:
                   "paused (a typo?). To pause it before its first job, tick \"pause a new queue\" and pause again.",
                   "error")
             return redirect(url_for("queues.show", name=queue), 303)
-        changed = core.pause_queue(conn, queue, g.user)
-    audit("pause queue", 0, queue=queue, changed=changed)
+        with conn.transaction():  # the pause and its audit row commit together
+            changed = core.pause_queue(conn, queue, g.user)
+            audit("pause queue", 0, conn=conn, queue=queue, changed=changed)
     flash(f"Queue {queue} paused: no worker claims its jobs until it is resumed." if changed
           else f"Queue {queue} was already paused.")
     return redirect(url_for("queues.show", name=queue), 303)
@@ -93,8 +94,8 @@ def pause(name: str) -> ResponseReturnValue:
 def resume(name: str) -> ResponseReturnValue:
     """Let workers claim this queue again."""
     queue = filters.queue(name) or abort(404)
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the resume and its audit row commit together
         changed = core.resume_queue(conn, queue)
-    audit("resume queue", 0, queue=queue, changed=changed)
+        audit("resume queue", 0, conn=conn, queue=queue, changed=changed)
     flash(f"Queue {queue} resumed." if changed else f"Queue {queue} was not paused.")
     return redirect(url_for("queues.show", name=queue), 303)

@@ -28,16 +28,18 @@ def act(name: str, action: str) -> ResponseReturnValue:
              "run": recurring.run_schedule_now}
     if action not in calls:
         abort(404, f"unknown action {action[:40]!r}")
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         result = calls[action](conn, name)
+        if action == "run":
+            audit("run schedule now", 1 if result is not None else 0, conn=conn, schedule=name, job_id=result)
+        else:
+            audit(f"{action} schedule", 0, conn=conn, schedule=name, changed=result)
     if action == "run":
-        audit("run schedule now", 1 if result is not None else 0, schedule=name, job_id=result)
         if result is None:
             flash(f"Schedule {name} did not enqueue a job (unknown schedule?).", "error")
         else:
             flash(f"Schedule {name} enqueued job {result}.")
     else:
-        audit(f"{action} schedule", 0, schedule=name, changed=result)
         flash(f"Schedule {name} {action}d." if result else f"Schedule {name} was not changed.",
               "message" if result else "error")
     return redirect(url_for("recurring.index"), 303)

@@ -30,9 +30,9 @@ def release() -> ResponseReturnValue:
     # a row's own button names just that job; "Release selected" sends the ticked boxes
     one = filters.job_id(request.form.get("one"))
     chosen = [one] if one is not None else filters.ids(request.form.getlist("ids"))
-    with db.connection() as conn:
+    with db.connection() as conn, conn.transaction():  # the release and its audit row commit together
         done = core.release_running(conn, chosen, g.user)
-    audit("release running", len(done), ids=chosen[:50])
+        audit("release running", len(done), conn=conn, ids=chosen[:50])
     dead = sum(1 for _, _, status in done if status == "dead")
     flash(f"Released {len(done)} of {len(chosen)} job(s)" + (f"; {dead} were on their last attempt and are now dead"
           if dead else "") + ("." if len(done) == len(chosen) else " (the others had already finished or moved).")

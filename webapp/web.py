@@ -93,14 +93,19 @@ def page(template: str, fragment: str, **context: Any) -> Response:
     return response
 
 
-def audit(action: str, count: int, **detail: Any) -> None:
-    """Log an operator action: who, what, how many jobs, and its parameters."""
+def audit(action: str, count: int, conn: psycopg.Connection | None = None, **detail: Any) -> None:
+    """Log an operator action (who, what, how many jobs, its parameters) and keep it in the Audit trail.
+
+    Pass the connection the action ran on, inside `conn.transaction()`: the trail row then commits
+    with the action or not at all. Without one, the row is written on its own."""
     extras = " ".join(f"{k}={v!r}" for k, v in sorted(detail.items()) if v not in (None, "", []))
     audit_log.info("operator %s (%s) %s: %d job(s) %s", g.get("user"), g.get("role"), action, count, extras)
-    # and a row the Audit trail keeps (its own statement: the action has already committed)
-    with connection() as conn:
-        audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count,
-                           {k: v for k, v in detail.items() if v not in (None, "", [])})
+    row = {k: v for k, v in detail.items() if v not in (None, "", [])}
+    if conn is not None:
+        audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count, row)
+        return
+    with connection() as own:
+        audit_trail.record(own, str(g.get("user")), g.get("role"), action, count, row)
 
 
 def refresh_seconds() -> int:

@@ -63,3 +63,24 @@ def test_the_pruner_keeps_audit_rows_for_the_retention_only(admin, conn, db_url)
     finally:
         pool.close()
     assert [r[4]["queue"] for r in _rows(conn)] == ["new"]
+
+
+def test_an_action_and_its_audit_row_commit_together(admin, conn, monkeypatch):
+    """If the trail row cannot be written, the action is rolled back: no change goes unaudited."""
+    import pytest
+
+    from skiplock.webapp import web
+
+    job = make_job(conn, "t1", "dead", last_error="boom", attempts=5)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("audit_log is unavailable")
+
+    monkeypatch.setattr(web.audit_trail, "record", broken)
+    with pytest.raises(RuntimeError, match="audit_log is unavailable"):
+        admin.post(f"/jobs/{job}/retry")
+    assert conn.execute("SELECT status::text FROM jobs WHERE id = %s", (job,)).fetchone()[0] == "dead"
+    monkeypatch.undo()
+    assert admin.post(f"/jobs/{job}/retry").status_code == 303
+    assert conn.execute("SELECT status::text FROM jobs WHERE id = %s", (job,)).fetchone()[0] == "queued"
+    assert conn.execute("SELECT action, count FROM audit_log").fetchall() == [("retry", 1)]
