@@ -229,6 +229,10 @@ def test_schedules_cli(conn, pool, capsys):
     assert main(["schedules", "pause", "nope"]) == 2
     assert "no recurring definition named 'nope'" in capsys.readouterr().err
     assert main(["schedules", "run"]) == 2
+    # each CLI action is in the audit trail, like the console's
+    trail = conn.execute("SELECT role, action, count, detail->>'schedule' FROM audit_log ORDER BY id").fetchall()
+    assert trail == [("cli", "pause schedule", 0, "cli-def"), ("cli", "resume schedule", 0, "cli-def"),
+                     ("cli", "run schedule now", 1, "cli-def")]
 
 
 def test_slot_cleanup_keeps_recent_and_latest_slots(conn, pool):

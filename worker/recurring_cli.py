@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 from datetime import datetime
 
+from skiplock import audit
 from skiplock.cli import command
 from skiplock.config import load_settings
 from skiplock.db import connect
@@ -51,12 +53,20 @@ def _schedules(args: argparse.Namespace) -> int:
         known = {r["name"] for r in list_schedules(conn)}
         if args.name not in known:
             raise SkiplockError(f"no recurring definition named {args.name!r}")
-        if args.action == "pause":
-            changed = pause_schedule(conn, args.name)
-            print(f"paused {args.name}" if changed else f"{args.name} was already paused")
-        elif args.action == "resume":
-            changed = resume_schedule(conn, args.name)
-            print(f"resumed {args.name}" if changed else f"{args.name} was not paused")
-        else:
-            print(run_schedule_now(conn, args.name))
+        actor = f"cli:{getpass.getuser()}"
+        # an operator action from the CLI is on the console's Audit page too, committed with the change
+        with conn.transaction():
+            if args.action == "pause":
+                changed = pause_schedule(conn, args.name)
+                audit.record(conn, actor, "cli", "pause schedule", 0, {"schedule": args.name, "changed": changed})
+                print(f"paused {args.name}" if changed else f"{args.name} was already paused")
+            elif args.action == "resume":
+                changed = resume_schedule(conn, args.name)
+                audit.record(conn, actor, "cli", "resume schedule", 0, {"schedule": args.name, "changed": changed})
+                print(f"resumed {args.name}" if changed else f"{args.name} was not paused")
+            else:
+                job_id = run_schedule_now(conn, args.name)
+                audit.record(conn, actor, "cli", "run schedule now", 1 if job_id is not None else 0,
+                             {"schedule": args.name, "job_id": job_id})
+                print(job_id)
     return 0
