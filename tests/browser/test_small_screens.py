@@ -1,0 +1,39 @@
+"""On a 390 px phone the pages keep the viewport's width (wide tables scroll inside themselves), the
+nav marks the current area (aria-current) and a skip link leads past the header to the content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.browser.conftest import log_in
+from tests.console.test_dead_groups_from_a_worker import _worker_made_dead_jobs
+
+# the elements that stick out, to say what to fix when a page is too wide
+WIDEST = """() => Array.from(document.querySelectorAll('body *'))
+  .filter(e => e.getBoundingClientRect().right > 391)
+  .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
+
+
+def test_pages_fit_a_phone_and_the_nav_says_where_you_are(page: Any, console: Any, conn: Any,
+                                                        spawn_worker: Any) -> None:
+    ids = _worker_made_dead_jobs(conn, spawn_worker)  # long headlines and tracebacks from a real worker
+    log_in(page, console)
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path, current in (("/", "Overview"), ("/dead/?queue=orders&window=all", "Dead letters"),
+                          ("/running/", "Long-runners"), ("/queues/orders?status=dead", None),
+                          (f"/jobs/{ids['connection'][0]}", None), ("/workers/", "Workers"),
+                          ("/recurring/", "Recurring"), ("/health", "Health")):
+        page.goto(console.url + path)
+        page.wait_for_selector("main")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        wide = page.evaluate(WIDEST) if width > 390 else []
+        assert width <= 390, f"{path} is {width} px wide on a 390 px screen: {wide}"
+        marked = page.locator("nav a[aria-current=page]").all_inner_texts()
+        assert marked == ([current] if current else []), (path, marked)
+
+    # the skip link is the first thing the keyboard reaches, and it lands in <main>
+    page.goto(console.url + "/")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
