@@ -25,7 +25,8 @@ def job_id(raw: str | None, what: str = "id") -> int | None:
     if raw is None or raw.strip() == "":
         return None
     raw = raw.strip()
-    if not raw.isdigit() or not 0 < int(raw) <= MAX_ID:
+    # isdigit() alone accepts "²" and other Unicode digits that int() refuses (a 500, found by hypothesis)
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_ID:
         abort(400, f"{what} must be a positive whole number, got {raw[:40]!r}")
     return int(raw)
 

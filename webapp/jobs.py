@@ -3,11 +3,15 @@ with the actions the job's state allows (retry, purge, cancel, run now, release)
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, g, redirect, url_for
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core
+from skiplock import core, why
+from skiplock.config import Settings
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, page
 
@@ -27,9 +31,46 @@ def show(job_id: str) -> ResponseReturnValue:
     jid = _parse(job_id)
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         job = cur.execute(queries.JOB, {"id": jid}).fetchone()
-    if job is None:
-        abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
-    return page("job.html", "_job.html", job=job)
+        if job is None:
+            abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
+        reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
+    return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job),
+                last_worker=_last_worker(job), runtime_s=_runtime(job))
+
+
+# The list each status is shown in on its queue's page (ready and scheduled are both 'queued').
+_TAB_OF = {"running": "running", "dead": "dead", "failed": "failed", "succeeded": "succeeded"}
+
+
+def _back_link(job: dict[str, Any]) -> str:
+    """Where "back" goes: the console page the operator came from, else the job's tab on its queue page."""
+    came_from = request.referrer or ""
+    parts = urlsplit(came_from)
+    if parts.netloc == request.host and parts.path.startswith(request.script_root + "/") \
+            and "/jobs/" not in parts.path:
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+    tab = _TAB_OF.get(job["status"], "scheduled" if job["scheduled"] else "ready")
+    return url_for("queues.show", name=job["queue"], status=tab)
+
+
+def _last_worker(job: dict[str, Any]) -> str | None:
+    """The worker that ran it last: the lease holder while running, else the last failed attempt's worker
+    (a failure clears worker_id; attempt_errors keeps who ran each failed attempt)."""
+    if job["worker_id"]:
+        return str(job["worker_id"])
+    attempts = job.get("attempt_errors") or []
+    return str(attempts[-1].get("worker")) if attempts else None
+
+
+def _runtime(job: dict[str, Any]) -> float | None:
+    """Seconds the latest run took (finished) or has taken so far (running)."""
+    if job["started_at"] is None:
+        return None
+    if job["status"] == "running":
+        return (job["now"] - job["started_at"]).total_seconds()
+    if job["finished_at"] is not None and job["finished_at"] >= job["started_at"]:
+        return (job["finished_at"] - job["started_at"]).total_seconds()
+    return None
 
 
 # action name -> (core call, past tense for the message); each is the core's guarded transition

@@ -1,17 +1,19 @@
-"""Overview: one row per queue with ready, scheduled, running, dead, oldest ready age, p99 wait,
-completed per minute and a chart of the last hour."""
+"""Overview: a summary line (today's runs, what waits, jobs/s now), then one row per queue with
+ready, scheduled, running and dead (each linking to its list), oldest ready age, p99 wait, a flag
+when no live worker serves it, and succeeded/retried/dead charts over 1 h, 24 h or 7 d."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from skiplock.webapp import charts, db, queries
+from skiplock import why
+from skiplock.webapp import charts, db, filters, queries
 from skiplock.webapp.web import page
 
 bp = Blueprint("overview", __name__)
@@ -21,6 +23,13 @@ COUNT_CAP = 10_000
 # The p99 sample of a big queue aims at this many rows of the jobs table (a few ms of block reads).
 P99_SAMPLE_ROWS = 5_000
 MAX_QUEUES = 200
+
+
+# Chart ranges: name -> (number of buckets, seconds per bucket). job_stats keeps 8 days by default
+# (SKIPLOCK_STATS_RETENTION), so 7 d is the longest.
+RANGES = {"1h": (60, 60), "24h": (96, 900), "7d": (84, 7200)}
+# The "retrying" figure reads at most this many scheduled jobs.
+RETRYING_SCAN = 50_000
 
 
 @dataclass
@@ -36,8 +45,26 @@ class QueueRow:
     p99_wait_s: float | None
     p99_estimated: bool
     paused: bool
+    unserved: bool
     per_minute: float
-    chart: list[charts.Bar]
+    series: dict[str, list[int]]
+    chart: charts.Chart | None = None
+
+
+@dataclass
+class Summary:
+    """The line over the table, like Sidekiq's: today's runs, what waits, and the rate right now."""
+
+    processed_today: int
+    failed_today: int
+    retrying: int
+    retrying_partial: bool
+    ready: int
+    scheduled: int
+    running: int
+    dead: int
+    capped: bool
+    jobs_per_s: float
 
 
 def capped(n: int, cap: int | None = None) -> str:
@@ -58,42 +85,84 @@ def _p99(conn: psycopg.Connection, queue: str, ready: int) -> tuple[float | None
     return (float(row[0]) if row and row[0] is not None else None), True
 
 
-def _minutes(now: datetime) -> list[datetime]:
-    start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
-    return [start + timedelta(minutes=i) for i in range(60)]
+def buckets_of(now: datetime, span: str) -> list[datetime]:
+    """The start of every bucket of the range, oldest first, the last one holding `now`."""
+    n, seconds = RANGES[span]
+    epoch = now.timestamp()
+    last = datetime.fromtimestamp(epoch - epoch % seconds, tz=now.tzinfo or UTC)
+    return [last - timedelta(seconds=seconds * (n - 1 - i)) for i in range(n)]
 
 
-def queue_rows(conn: psycopg.Connection) -> tuple[list[QueueRow], list[charts.Bar], datetime]:
-    """Every queue's row, the all-queues chart of the last hour, and the database's now()."""
+def _empty(n: int) -> dict[str, list[int]]:
+    return {name: [0] * n for name in charts.SERIES}
+
+
+def _stats(conn: psycopg.Connection, buckets: list[datetime], seconds: int) -> dict[str, dict[str, list[int]]]:
+    """Queue -> series -> counts per bucket."""
+    index = {b: i for i, b in enumerate(buckets)}
+    out: dict[str, dict[str, list[int]]] = {}
+    for queue, bucket, *values in conn.execute(queries.STATS_RANGE, {"bucket": seconds, "start": buckets[0]}):
+        i = index.get(bucket)
+        if i is None:
+            continue
+        series = out.setdefault(queue, _empty(len(buckets)))
+        for name, value in zip(charts.SERIES, values, strict=True):
+            series[name][i] += int(value)
+    return out
+
+
+def _per_minute(series: dict[str, list[int]], seconds: int) -> float:
+    """Succeeded per minute over the last five full buckets (the current one is still filling up)."""
+    done = series["succeeded"][-6:-1]
+    return sum(done) / len(done) / (seconds / 60.0) if done else 0.0
+
+
+def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRow], charts.Chart, datetime]:
+    """Every queue's row with its chart on one shared scale, the all-queues chart, and the database's now()."""
     now = conn.execute(queries.NOW).fetchone()[0]  # type: ignore[index]
     names = [r[0] for r in conn.execute(queries.QUEUE_NAMES, {"limit": MAX_QUEUES})]
-    minutes = _minutes(now)
-    index = {m: i for i, m in enumerate(minutes)}
-    series: dict[str, list[int]] = {}
-    total = [0] * 60
-    for queue, minute, completed, _dead, _retried in conn.execute(queries.STATS_LAST_HOUR):
-        i = index.get(minute)
-        if i is not None:
-            series.setdefault(queue, [0] * 60)[i] += int(completed)
-            total[i] += int(completed)
-    labels = [m.strftime("%H:%M") for m in minutes]
+    buckets = buckets_of(now, span)
+    seconds = RANGES[span][1]
+    stats = _stats(conn, buckets, seconds)
+    unserved = why.unserved_queues(conn)
+    total = _empty(len(buckets))
+    for series in stats.values():
+        for name in charts.SERIES:
+            total[name] = [a + b for a, b in zip(total[name], series[name], strict=True)]
     rows = []
     for name in names:
-        stats: Any = conn.execute(queries.QUEUE_STATS, {"queue": name, "cap": COUNT_CAP}).fetchone()
-        ready, scheduled, running, dead, oldest, paused = stats
+        row: Any = conn.execute(queries.QUEUE_STATS, {"queue": name, "cap": COUNT_CAP}).fetchone()
+        ready, scheduled, running, dead, oldest, paused = row
         p99, estimated = _p99(conn, name, ready)
-        values = series.get(name, [0] * 60)
-        # the current minute is still filling up; the rate is the mean of the 5 full minutes before it
-        per_minute = sum(values[-6:-1]) / 5.0
+        series = stats.get(name, _empty(len(buckets)))
         rows.append(QueueRow(name, ready, scheduled, running, dead, None if oldest is None else float(oldest),
-                             p99, estimated, paused, per_minute, charts.bars(values, labels)))
-    return rows, charts.bars(total, labels, width=600, height=60), now
+                             p99, estimated, paused, name in unserved, _per_minute(series, seconds), series))
+    # one scale for every sparkline: the tallest bar of any queue
+    shared = max((sum(r.series[s][i] for s in charts.SERIES) for r in rows for i in range(len(buckets))), default=0)
+    for r in rows:
+        r.chart = charts.stacked(r.series, buckets, r.queue, width=180, height=28, top=shared, ticks=2)
+    return rows, charts.stacked(total, buckets, "all queues", width=600, height=80), now
+
+
+def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
+    """Totals over the queues (capped counts summed) plus today's runs and the live rate."""
+    today: Any = conn.execute(queries.TODAY).fetchone()
+    retrying: Any = conn.execute(queries.RETRYING, {"scan": RETRYING_SCAN}).fetchone()
+    cur, prev, into = conn.execute(queries.LIVE_RATE).fetchone()  # type: ignore[misc]
+    # the last 60 s: this minute so far, plus the part of the previous minute still inside the window
+    rate = (float(cur) + float(prev) * max(60.0 - float(into), 0.0) / 60.0) / 60.0
+    return Summary(int(today[0]), int(today[1]), int(retrying[0]), int(retrying[1]) >= RETRYING_SCAN,
+                   sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
+                   sum(r.dead for r in rows),
+                   any(max(r.ready, r.scheduled, r.dead) > COUNT_CAP for r in rows), rate)
 
 
 @bp.route("/")
 def index() -> ResponseReturnValue:
     """The overview page (or its live fragment)."""
+    span = filters.choice(filters.arg("range"), tuple(RANGES), "1h", "range")
     with db.connection() as conn:
-        rows, total_chart, now = queue_rows(conn)
+        rows, total_chart, now = queue_rows(conn, span)
+        totals = summary(conn, rows)
     return page("overview.html", "_overview.html", rows=rows, total_chart=total_chart, now=now,
-                capped=capped, cap=COUNT_CAP)
+                capped=capped, cap=COUNT_CAP, summary=totals, span=span, ranges=RANGES)

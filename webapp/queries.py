@@ -87,13 +87,37 @@ SELECT extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY now() - r
 # The planner's row estimate of jobs, to size the sample above.
 JOBS_ESTIMATE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'jobs'::regclass"
 
-# Completed and dead per queue per minute over the last hour (job_stats is summed over workers).
-STATS_LAST_HOUR = """
-SELECT queue, minute, sum(completed)::bigint AS completed, sum(dead)::bigint AS dead,
-       sum(retried)::bigint AS retried
+# Succeeded, retried and dead per queue per bucket since %(start)s (job_stats is summed over workers),
+# buckets of %(bucket)s seconds aligned on %(start)s: the overview's charts for 1 h, 24 h or 7 d.
+STATS_RANGE = """
+SELECT queue, date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS bucket,
+       sum(completed)::bigint AS succeeded, sum(retried)::bigint AS retried, sum(dead)::bigint AS dead
   FROM job_stats
- WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
- GROUP BY queue, minute
+ WHERE minute >= %(start)s
+ GROUP BY 1, 2
+"""
+
+# Runs finished (every outcome) in the current and the previous minute, and how far into the
+# current minute we are: the live jobs/s is the sliding last 60 s from these.
+LIVE_RATE = """
+SELECT coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute = date_trunc('minute', now())), 0),
+       coalesce(sum(completed + retried + failed + dead)
+                FILTER (WHERE minute = date_trunc('minute', now()) - interval '1 minute'), 0),
+       extract(epoch FROM now() - date_trunc('minute', now()))::float8
+  FROM job_stats WHERE minute >= date_trunc('minute', now()) - interval '1 minute'
+"""
+
+# Today's runs (UTC day): all finished runs, and those that raised (retried or dead).
+TODAY = """
+SELECT coalesce(sum(completed + retried + failed + dead), 0)::bigint, coalesce(sum(retried + dead), 0)::bigint
+  FROM job_stats WHERE minute >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+"""
+
+# Scheduled jobs waiting for a retry (attempts > 0), among the first %(scan)s scheduled rows read:
+# a bounded read, so the summary says "N+" when it stopped early.
+RETRYING = """
+SELECT count(*) FILTER (WHERE attempts > 0), count(*)
+  FROM (SELECT attempts FROM jobs WHERE status = 'queued' AND run_at > now() LIMIT %(scan)s) s
 """
 
 # The database's clock, so every age on a page is measured from the same instant.
@@ -231,7 +255,8 @@ SELECT queue, error, min(headline) AS example, count(*) AS n, max(finished_at) A
 JOB = """
 SELECT id, queue, status::text, priority, run_at, created_at, started_at, finished_at, lease_until,
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
-       run_at > now() AS scheduled, snooze_count, attempt_errors  -- both: migration 012 (issue 14)
+       run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012 (issue 14)
+       now() AS now
   FROM jobs WHERE id = %(id)s
 """
 
@@ -269,4 +294,93 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND queue = %(queue)s)
     OR EXISTS (SELECT 1 FROM workers WHERE %(queue)s = ANY(queues))
     OR EXISTS (SELECT 1 FROM recurring_schedules WHERE queue = %(queue)s)
     OR EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s)
+"""
+
+# ---- queue page: the other orders and directions ------------------------------------------------
+# "previous page" runs the page backwards from the first row shown (the caller reverses the rows),
+# and ready/scheduled can be sorted by run_at instead of claim order. Neither takes the text-search
+# window: a text search pages forwards in claim order only.
+
+_RUN_AT_RANGE = {"ready": ("run_at <= now()", "'-infinity'::timestamptz", "now()"),
+                 "scheduled": ("run_at > now()", "now()", "'infinity'::timestamptz")}
+
+# Claim order, backwards: priorities from the cursor's upwards, each walked down from the cursor.
+_QUEUED_PAGE_BACK = f"""
+WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' AND priority >= %(c_prio)s
+      ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+              AND j.priority > p.priority ORDER BY j.priority LIMIT 1)
+      FROM prios p WHERE p.priority IS NOT NULL
+)
+SELECT r.* FROM prios p CROSS JOIN LATERAL (
+    SELECT {_JOB_COLUMNS} FROM jobs
+     WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST {_ID_FILTER}
+       AND (run_at, id) < (CASE WHEN p.priority = %(c_prio)s THEN %(c_time)s::timestamptz ELSE CEILING END,
+                           CASE WHEN p.priority = %(c_prio)s THEN %(c_id)s::bigint ELSE {2**63 - 1} END)
+     ORDER BY run_at DESC, id DESC
+     LIMIT %(limit)s
+) r
+ WHERE p.priority IS NOT NULL
+ ORDER BY r.priority, r.run_at DESC, r.id DESC
+ LIMIT %(limit)s
+"""
+
+# By run_at across priorities: each priority's range of jobs_ready_idx is already in (run_at, id)
+# order, so the page merges one bounded walk per priority (forwards or backwards from the cursor).
+_QUEUED_BY_RUN_AT = f"""
+WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
+              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
+      FROM prios p WHERE p.priority IS NOT NULL
+)
+SELECT r.* FROM prios p CROSS JOIN LATERAL (
+    SELECT {_JOB_COLUMNS} FROM jobs
+     WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST {_ID_FILTER}
+       AND (%(c_id)s::bigint IS NULL OR (run_at, id) CMP (%(c_time)s::timestamptz, %(c_id)s::bigint))
+     ORDER BY run_at DIR, id DIR
+     LIMIT %(limit)s
+) r
+ WHERE p.priority IS NOT NULL
+ ORDER BY r.run_at DIR, r.id DIR
+ LIMIT %(limit)s
+"""
+
+
+def _fill(sql: str, tab: str) -> str:
+    test, floor, ceiling = _RUN_AT_RANGE[tab]
+    return sql.replace("RUN_AT_TEST", test).replace("FLOOR", floor).replace("CEILING", ceiling)
+
+
+# (tab, sort, backwards) -> statement; claim order forwards is LIST[tab] above.
+PAGE: dict[tuple[str, str, bool], str] = {}
+for _tab in ("ready", "scheduled"):
+    PAGE[(_tab, "priority", True)] = _fill(_QUEUED_PAGE_BACK, _tab)
+    PAGE[(_tab, "run_at", False)] = _fill(_QUEUED_BY_RUN_AT.replace("CMP", ">").replace("DIR", "ASC"), _tab)
+    PAGE[(_tab, "run_at", True)] = _fill(_QUEUED_BY_RUN_AT.replace("CMP", "<").replace("DIR", "DESC"), _tab)
+PAGE[("running", "priority", True)] = f"""
+SELECT {_JOB_COLUMNS} FROM jobs
+ WHERE queue = %(queue)s AND status = 'running' {_ID_FILTER}
+   AND (started_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint)
+ ORDER BY started_at DESC, id DESC
+ LIMIT %(limit)s
+"""
+PAGE[("finished", "priority", True)] = f"""
+SELECT {_JOB_COLUMNS} FROM jobs
+ WHERE status = %(status)s::job_status AND queue = %(queue)s {_ID_FILTER}
+   AND (finished_at, id) > (%(c_time)s::timestamptz, %(c_id)s::bigint)
+ ORDER BY finished_at, id
+ LIMIT %(limit)s
+"""
+
+# Every status tab's count for one queue, each stopped at %(cap)s + 1 (ready/scheduled/running/dead
+# come from QUEUE_STATS).
+FINISHED_COUNTS = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' AND queue = %(queue)s
+                               LIMIT %(cap)s + 1) s) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'succeeded' AND queue = %(queue)s
+                               LIMIT %(cap)s + 1) s) AS succeeded
 """

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from flask import Blueprint, abort, flash, g, redirect, url_for
+from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core
+from skiplock import core, why
+from skiplock.config import Settings
 from skiplock.webapp import db, filters, queries
+from skiplock.webapp.overview import COUNT_CAP, capped
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
@@ -20,53 +24,137 @@ PAGE_SIZE = 50
 SEARCH_WINDOW = 10_000
 # Status tabs: ready and scheduled are both status 'queued', split on run_at.
 STATUSES = ("ready", "scheduled", "running", "dead", "failed", "succeeded")
+SORTS = ("priority", "run_at")  # claim order, or oldest run_at first (ready and scheduled only)
+
+# The bulk and per-row actions each tab offers: action -> (core call, button label, past tense, why refused).
+# Each core call is a guarded transition: a job that left the state meanwhile is reported, not changed.
+_ACTION_CALLS: dict[str, tuple[Callable[[psycopg.Connection, list[int]], list[int]], str, str, str]] = {
+    "cancel": (lambda conn, ids: core.cancel_queued(conn, ids, g.user), "Cancel", "cancelled", "not queued"),
+    "run-now": (core.run_now, "Run now", "made ready now", "not scheduled"),
+    "retry": (core.retry_finished, "Retry", "retried", "not dead or failed"),
+    "purge": (core.purge_finished, "Purge", "purged", "not dead or failed"),
+}
+TAB_ACTIONS = {"ready": ("cancel",), "scheduled": ("run-now", "cancel"), "dead": ("retry", "purge"),
+               "failed": ("retry", "purge"), "running": (), "succeeded": ()}
 
 
 def _tab(status: str) -> str:
     return status if status in ("ready", "scheduled", "running") else "finished"
 
 
-def _cursor_of(status: str, row: dict[str, Any]) -> str:
+def _cursor_of(status: str, sort: str, row: dict[str, Any]) -> str:
     if status in ("ready", "scheduled"):
-        return filters.make_cursor(row["run_at"], row["id"], row["priority"])
+        return filters.make_cursor(row["run_at"], row["id"], row["priority"] if sort == "priority" else None)
     return filters.make_cursor(row["started_at"] if status == "running" else row["finished_at"], row["id"])
 
 
-def _list(conn: psycopg.Connection, status: str, params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None,
-                                                                                   bool]:
-    """One page of jobs, the cursor of the next page, and whether a search stopped at its window."""
+@dataclass
+class Page:
+    """One page of a tab: its rows and the cursors of the pages after and before it."""
+
+    rows: list[dict[str, Any]]
+    next_cursor: str | None
+    prev_cursor: str | None
+    window_hit: bool = False
+
+
+def _list(conn: psycopg.Connection, status: str, sort: str, backwards: bool, params: dict[str, Any]) -> Page:
+    """One page of jobs, forwards from the `after` cursor or backwards from the `before` one."""
     tab = _tab(status)
+    if backwards or sort != "priority":
+        sql = queries.PAGE[(tab, sort, backwards)]
+        with conn.cursor(row_factory=dict_row) as cur:
+            # backwards, one row more than a page tells whether a page lies before this one
+            rows = cur.execute(sql, {**params, "limit": PAGE_SIZE + 1 if backwards else PAGE_SIZE}).fetchall()
+        if backwards:
+            more_before = len(rows) > PAGE_SIZE
+            rows = rows[:PAGE_SIZE]
+            rows.reverse()
+            return Page(rows, _cursor_of(status, sort, rows[-1]) if rows else None,
+                        _cursor_of(status, sort, rows[0]) if rows and more_before else None)
+        return Page(rows, _cursor_of(status, sort, rows[-1]) if len(rows) == PAGE_SIZE else None,
+                    _cursor_of(status, sort, rows[0]) if rows and params["c_id"] is not None else None)
     bound: tuple[Any, ...] | None = None
     if params["text"] is not None:
         bound = conn.execute(queries.WINDOW_END[tab], {**params, "scan": SEARCH_WINDOW}).fetchone()
     e_prio, e_time, e_id = bound if bound else (None, None, None)
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(queries.LIST[tab], {**params, "e_prio": e_prio, "e_time": e_time, "e_id": e_id}).fetchall()
+    # a text search pages forwards only (its window runs forwards); otherwise "previous" starts at the first row
+    prev = _cursor_of(status, sort, rows[0]) if rows and params["c_id"] is not None and bound is None \
+        and params["text"] is None else None
     if len(rows) == PAGE_SIZE:
-        return rows, _cursor_of(status, rows[-1]), False
+        return Page(rows, _cursor_of(status, sort, rows[-1]), prev)
     if bound:  # the window ended before a full page of matches: continue after the window
-        return rows, filters.make_cursor(e_time, e_id, e_prio), True
-    return rows, None, False
+        return Page(rows, filters.make_cursor(e_time, e_id, e_prio), prev, True)
+    return Page(rows, None, prev)
+
+
+def _tab_counts(conn: psycopg.Connection, queue: str) -> dict[str, int]:
+    """Each status tab's count, capped like the overview's."""
+    stats: Any = conn.execute(queries.QUEUE_STATS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+    finished: Any = conn.execute(queries.FINISHED_COUNTS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+    return {"ready": stats[0], "scheduled": stats[1], "running": stats[2], "dead": stats[3],
+            "failed": finished[0], "succeeded": finished[1]}
 
 
 @bp.route("/<path:name>")
 def show(name: str) -> ResponseReturnValue:
-    """One queue's jobs of one status, newest page first, filtered by text and id."""
+    """One queue: why its jobs may not run, a tab per status with counts, and a page of that tab's jobs."""
     queue = filters.queue(name) or abort(404)
     status = filters.choice(filters.arg("status"), STATUSES, "ready", "status")
     text = filters.text(filters.arg("q"))
+    sort = filters.choice(filters.arg("sort"), SORTS, "priority", "sort")
+    if status not in ("ready", "scheduled") or text is not None:
+        sort = "priority"  # only queued jobs have a second order, and a text search keeps claim order
     wanted_id = filters.job_id(filters.arg("id"))
-    prio, c_time, c_id = filters.cursor(filters.arg("after"))
-    if c_id is not None and status in ("ready", "scheduled") and prio is None:
+    backwards = filters.arg("before") not in (None, "")
+    prio, c_time, c_id = filters.cursor(filters.arg("before") if backwards else filters.arg("after"))
+    if c_id is not None and status in ("ready", "scheduled") and sort == "priority" and prio is None:
         abort(400, "malformed page cursor")
+    if backwards and text is not None:
+        abort(400, "a text search pages forwards only")
     params = {"queue": queue, "status": status, "text": filters.like(text), "id": wanted_id, "c_prio": prio,
               "c_time": c_time, "c_id": c_id, "limit": PAGE_SIZE}
     with db.connection() as conn:
-        rows, next_cursor, window_hit = _list(conn, status, params)
+        result = _list(conn, status, sort, backwards, params)
+        counts = _tab_counts(conn, queue)
         paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
-    return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=rows,
-                q=text or "", wanted_id=wanted_id or "", next_cursor=next_cursor, window_hit=window_hit,
-                search_window=SEARCH_WINDOW, paused=bool(paused and paused[0]), first_page=c_id is None)
+        reasons = why.for_queue(conn, queue, Settings().reaper_interval)
+    first_page = c_id is None or (backwards and result.prev_cursor is None)
+    return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=result.rows,
+                q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
+                prev_cursor=result.prev_cursor, window_hit=result.window_hit, search_window=SEARCH_WINDOW,
+                paused=bool(paused and paused[0]), first_page=first_page, counts=counts, sort=sort,
+                reasons=reasons, actions=[(a, _ACTION_CALLS[a][1]) for a in TAB_ACTIONS[status]],
+                capped=capped)
+
+
+@bp.route("/<path:name>/jobs", methods=["POST"])
+def act(name: str) -> ResponseReturnValue:
+    """Cancel, run now, retry or purge: one job at once, or the selected ones after a confirmation."""
+    queue = filters.queue(name) or abort(404)
+    status = filters.choice(filters.arg("status"), STATUSES, "ready", "status")
+    what = filters.choice(filters.arg("action"), tuple(TAB_ACTIONS[status]), "", "action")
+    one = filters.job_id(filters.arg("one"))
+    back = url_for("queues.show", name=queue, status=status)
+    if one is None and not request.form.getlist("ids"):
+        flash("Select at least one job first.", "error")
+        return redirect(back, 303)
+    chosen = [one] if one is not None else filters.ids(request.form.getlist("ids"))
+    call, label, done_text, refused = _ACTION_CALLS[what]
+    # a bulk action, or a destructive one (cancel, purge), first says what it will do
+    if filters.arg("confirm") != "yes" and (one is None or what in ("cancel", "purge")):
+        return render_template("queue_confirm.html", queue=queue, status=status, what=what, label=label,
+                               ids=chosen, count=len(chosen))
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
+        done = call(conn, chosen)
+        audit(f"{what} {'one' if one is not None else 'selected'}", len(done), conn=conn, queue=queue,
+              ids=chosen[:50])
+    skipped = len(chosen) - len(done)
+    flash(f"{len(done)} job(s) {done_text}." + (f" {skipped} were {refused} any more, and not changed." if skipped
+                                               else ""), "error" if skipped and not done else "message")
+    return redirect(back, 303)
 
 
 @bp.route("/<path:name>/pause", methods=["POST"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -57,6 +57,7 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(PoolTimeout, _database_down)
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
+    app.jinja_env.filters["ago"] = ago
 
 
 class _SecureWhenHttps(SecureCookieSessionInterface):
@@ -79,6 +80,14 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{sign}{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{sign}{s // 86400}d {s % 86400 // 3600}h"
+
+
+def ago(value: datetime, now: datetime | None = None) -> str:
+    """A time relative to now: "3m 05s ago", "in 2h 10m" (pages show the absolute time on hover)."""
+    seconds = ((now or datetime.now(UTC)) - value).total_seconds()
+    if abs(seconds) < 1:
+        return "just now"
+    return f"{duration(seconds)} ago" if seconds > 0 else f"in {duration(-seconds)}"
 
 
 def is_htmx() -> bool:

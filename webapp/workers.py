@@ -6,6 +6,7 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
+from skiplock.status import LIVE_WORKER_SECONDS
 from skiplock.webapp import db, queries
 from skiplock.webapp.web import page
 
@@ -13,7 +14,7 @@ bp = Blueprint("workers", __name__, url_prefix="/workers")
 
 # A worker beats every few seconds; one unseen for this long has probably died (its jobs'
 # leases will expire and the reaper takes them back).
-STALE_AFTER_S = 30.0
+STALE_AFTER_S = LIVE_WORKER_SECONDS  # the one definition of a live worker
 
 
 @bp.route("/")

@@ -16,10 +16,11 @@ from typing import Any
 
 import psycopg
 
-from skiplock import queries
+from skiplock import queries, why
 from skiplock.cli import command
 from skiplock.config import Settings, load_settings
 from skiplock.metrics import QUEUES_WITH_STATUS, sum_histograms
+from skiplock.status import LIVE_WORKER_SECONDS
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MAX_XACT_AGE = 60.0  # seconds: a transaction older than this holds back vacuum long enough to matter
@@ -230,7 +231,7 @@ SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'queued' AND run_at <= n
 """
 
 LIVE_SLOTS = """
-SELECT count(*), coalesce(sum(concurrency), 0) FROM workers WHERE last_seen > now() - interval '30 seconds'
+SELECT count(*), coalesce(sum(concurrency), 0) FROM workers WHERE last_seen > now() - make_interval(secs => %(live)s)
 """
 
 
@@ -245,7 +246,7 @@ def check_throughput(conn: psycopg.Connection, settings: Settings, window: int =
         return s / n if n else None
 
     claim, handler, batch = mean("claim"), mean("handler"), mean("claim_batch")
-    workers_row = conn.execute(LIVE_SLOTS).fetchone()
+    workers_row = conn.execute(LIVE_SLOTS, {"live": LIVE_WORKER_SECONDS}).fetchone()
     workers, slots = (int(workers_row[0]), int(workers_row[1])) if workers_row else (0, 0)
     done = conn.execute(OBSERVED_RATE, {"window": window}).fetchone()
     observed = float(done[0]) / (window * 60) if done else 0.0
@@ -308,7 +309,7 @@ def check_connections(conn: psycopg.Connection, settings: Settings) -> Check:
     max_conn, reserved = row
     available = max_conn - reserved
     now: dict[str, int] = dict(conn.execute(CONNECTIONS_BY_APP).fetchall())
-    live = conn.execute(LIVE_SLOTS).fetchone()
+    live = conn.execute(LIVE_SLOTS, {"live": LIVE_WORKER_SECONDS}).fetchone()
     workers = int(live[0]) if live else 0
     # each worker's pool (claims, acks, heartbeats, its reaper) is at least 3, plus its listener
     per_worker = max(settings.pool_size, 3) + WORKER_EXTRA_CONNECTIONS
@@ -333,6 +334,23 @@ def check_connections(conn: psycopg.Connection, settings: Settings) -> Check:
     return Check(name, OK, "Within budget. " + summary, details=details)
 
 
+# ---- 6. queues nobody serves --------------------------------------------------------------------
+
+
+def check_unserved_queues(conn: psycopg.Connection, settings: Settings) -> Check:
+    """Ready jobs in a queue that is not paused and that no live worker serves never run: fail."""
+    name = "served queues"
+    unserved = why.unserved_queues(conn)
+    if not unserved:
+        return Check(name, OK, "Every queue with ready jobs is served by a live worker (or paused on purpose).")
+    listed = ", ".join(f"{q} ({why.describe_count(n)} ready)" for q, n in unserved.items())
+    return Check(name, FAIL, f"{len(unserved)} queue(s) have ready jobs and no live worker: {listed}. "
+                 "Nothing will run them.",
+                 "Start a worker whose --tasks register a handler for each queue (and whose SKIPLOCK_QUEUES, if "
+                 "set, lists it), or pause the queue on purpose.",
+                 [{"queue": q, "ready": why.describe_count(n)} for q, n in unserved.items()])
+
+
 # ---- running them ----------------------------------------------------------------------------------
 
 CHECKS: list[tuple[str, Callable[..., Check]]] = [
@@ -341,6 +359,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("jobs table", check_table_health),
     ("throughput envelope", check_throughput),
     ("connection budget", check_connections),
+    ("served queues", check_unserved_queues),
 ]
 
 

@@ -21,10 +21,11 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from skiplock.status import LIVE_WORKER_SECONDS
+
 log = logging.getLogger("skiplock.metrics")
 
 COUNT_CAP = 100_000  # exact counts up to here, the planner's estimate above
-LIVE_WORKER_SECONDS = 30.0  # a worker row refreshed within this is live (heartbeat every 5 s)
 SCRAPE_TIMEOUT_MS = 5000  # a scrape never holds a statement longer than this
 
 # Distinct queues with rows in `status`, by a loose index scan: one index probe per queue

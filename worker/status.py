@@ -33,3 +33,8 @@ class JobStatus(StrEnum):
     def is_final(self) -> bool:
         """True for the states that set finished_at."""
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD)
+
+
+# A worker whose row was refreshed within this many seconds is live (it refreshes every 5 s): the
+# console, /metrics, the doctor and "why isn't this job running" all count live workers by it.
+LIVE_WORKER_SECONDS = 30.0

@@ -52,7 +52,8 @@ def test_overview_numbers(admin, conn):
     assert cells[5].startswith("2m") and cells[6].startswith("2m")
     assert cells[7] == "10.0"
     assert _row(html, "t2")[4] == "1"
-    assert html.count("<rect") >= 60  # the all-queues chart has a bar per minute with data... or gaps
+    # the five minutes with data: one bar each in t1's sparkline and in the all-queues chart
+    assert html.count('<rect class="succeeded"') == 10 and html.count("UTC t1: 10 succeeded") == 5
 
 
 def test_overview_caps_big_counts(admin, conn, monkeypatch):
@@ -92,17 +93,28 @@ def test_queue_page_keyset_pagination_in_claim_order(admin, conn, status, sign):
     expected = [r[0] for r in conn.execute(
         f"SELECT id FROM jobs WHERE queue = 't1' AND run_at {'<' if sign == '-' else '>'} now() "
         "ORDER BY priority DESC, run_at, id")]
-    seen: list[int] = []
+    pages: list[list[int]] = []
     url = f"/queues/t1?status={status}"
     for _ in range(5):
         html = admin.get(url).get_data(as_text=True)
-        seen += [int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)]
-        nxt = re.search(r'href="([^"]+)">next page', html)
+        pages.append([int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)])
+        nxt = re.search(r'href="([^"]+)" rel="next"', html)
         if not nxt:
             break
         url = nxt.group(1).replace("&amp;", "&")
         assert "offset" not in url.lower()
-    assert len(expected) == 120 and seen == expected
+    assert len(expected) == 120 and [i for p in pages for i in p] == expected
+    # and back again with "previous page" (keyset too): the same pages in reverse
+    back: list[list[int]] = []
+    for _ in range(5):
+        prev = re.search(r'href="([^"]+)" rel="prev"', html)
+        if not prev:
+            break
+        url = prev.group(1).replace("&amp;", "&")
+        assert "before=" in url and "offset" not in url.lower()
+        html = admin.get(url).get_data(as_text=True)
+        back.append([int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)])
+    assert back == pages[-2::-1]
 
 
 @pytest.mark.parametrize("status", ["ready", "scheduled", "running", "dead", "failed", "succeeded"])
@@ -229,7 +241,7 @@ def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, mon
         html = admin.get(url).get_data(as_text=True)
         pages += 1
         found += [int(i) for i in re.findall(r'<tr data-job-id="(\d+)"', html)]
-        nxt = re.search(r'href="([^"]+)">next page', html)
+        nxt = re.search(r'href="([^"]+)" rel="next">next page', html)
         url = nxt.group(1).replace("&amp;", "&") if nxt else None
         if url:
             assert "Searched 10 jobs from here" in html
@@ -258,7 +270,7 @@ def test_overview_dead_count_links_to_a_list_that_shows_as_many(admin, conn):
                  "('agequeue', '{}', 'dead', 1, now() - interval '3 days', 'old failure'), "
                  "('agequeue', '{}', 'dead', 1, now(), 'new failure')")
     html = admin.get("/").get_data(as_text=True)
-    link = re.search(r'<a href="([^"]*dead/[^"]*queue=agequeue[^"]*)">2</a>', html)
+    link = re.search(r'<a href="([^"]*dead/[^"]*queue=agequeue[^"]*)" data-count="dead">2</a>', html)
     assert link, "the overview shows 2 dead jobs with a link"
     listed = admin.get(link.group(1).replace("&amp;", "&")).get_data(as_text=True)
     assert len(re.findall(r'<tr data-job-id="', listed)) == 2
