@@ -16,6 +16,7 @@ from skiplock import enqueue, enqueue_many
 from skiplock.cli import main
 from skiplock.config import load_settings
 from skiplock.doctor import (
+    CHECKS,
     FAIL,
     OK,
     WARN,
@@ -158,7 +159,7 @@ def test_doctor_command_exit_codes(fresh_db_url, stock_db_url, monkeypatch, caps
     monkeypatch.setenv("DATABASE_URL", stock_db_url)
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
-    assert out.count("[ OK ]") == 5, out
+    assert out.count("[ OK ]") == len(CHECKS), out
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         conn.execute("DROP INDEX jobs_ready_idx")
     monkeypatch.setenv("DATABASE_URL", fresh_db_url)

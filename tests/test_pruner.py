@@ -77,3 +77,22 @@ def test_prune_statement_can_use_the_finished_index(conn):
             "EXPLAIN " + core.queries.PRUNE_FINISHED.replace("%(status)s", "'succeeded'")
             .replace("%(older_than)s", "3600").replace("%(limit)s", "10")).fetchall())
     assert "jobs_finished_idx" in plan
+
+
+def test_stats_past_retention_fold_into_totals_and_metrics_never_go_down(conn, pool):
+    """job_stats minutes past SKIPLOCK_STATS_RETENTION are deleted in batches; /metrics' counters stay the same."""
+    from skiplock.metrics import STAT_TOTALS
+
+    conn.execute("""INSERT INTO job_stats (minute, queue, worker_id, completed, retried, dead, reaped)
+                    SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q' || (m % 2), 'w', 3, 2, 1,
+                           CASE WHEN m % 5 = 0 THEN 1 ELSE 0 END
+                      FROM generate_series(1, 2500) m""")  # 2,500 minutes: about 41 hours back
+    totals_before = sorted(conn.execute(STAT_TOTALS).fetchall())
+    settings = load_settings(env={}, stats_retention=24 * HOUR)
+    pruned = Pruner(pool, settings, batch=400).run_once()
+    old = conn.execute("SELECT count(*) FROM job_stats WHERE minute < now() - interval '24 hours'").fetchone()[0]
+    kept = conn.execute("SELECT count(*) FROM job_stats").fetchone()[0]
+    assert old == 0 and kept == 24 * 60 - 1 and pruned == 2500 - kept
+    assert sorted(conn.execute(STAT_TOTALS).fetchall()) == totals_before
+    assert Pruner(pool, settings, batch=400).run_once() == 0  # a second pass finds nothing
+    assert sorted(conn.execute(STAT_TOTALS).fetchall()) == totals_before

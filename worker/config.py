@@ -44,6 +44,8 @@ class Settings:
     history_retention: float = 7 * 86400.0  # SKIPLOCK_HISTORY_RETENTION: seconds succeeded/failed are kept
     dead_retention: float = 30 * 86400.0  # SKIPLOCK_DEAD_RETENTION: seconds dead jobs are kept
     audit_retention: float = 365 * 86400.0  # SKIPLOCK_AUDIT_RETENTION: seconds operator audit rows are kept
+    # SKIPLOCK_STATS_RETENTION: seconds of per-minute job_stats kept (the console charts up to 7 days)
+    stats_retention: float = 8 * 86400.0
     max_payload_bytes: int = 1_048_576  # SKIPLOCK_MAX_PAYLOAD_BYTES: largest JSON payload accepted
     default_max_attempts: int = 20  # SKIPLOCK_MAX_ATTEMPTS: max_attempts when enqueue gives none
     backoff_base: float = 1.0  # SKIPLOCK_BACKOFF_BASE: first retry delay in seconds
@@ -183,6 +185,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "history_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_DEAD_RETENTION": ("dead_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_AUDIT_RETENTION": ("audit_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
+    "SKIPLOCK_STATS_RETENTION": ("stats_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_MAX_PAYLOAD_BYTES": (
         "max_payload_bytes", lambda n, r: _number(n, r, int, 2, "a whole number of bytes >= 2")),
     "SKIPLOCK_MAX_ATTEMPTS": ("default_max_attempts", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),

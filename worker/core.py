@@ -292,3 +292,9 @@ def prune_finished(conn: psycopg.Connection, status: str, older_than: float, lim
         raise ValueError(f"only finished jobs are pruned, not {status!r}")
     cur = conn.execute(queries.PRUNE_FINISHED, {"status": status, "older_than": older_than, "limit": limit})
     return cur.rowcount
+
+
+def prune_stats(conn: psycopg.Connection, older_than: float, limit: int) -> int:
+    """Pruner: fold up to `limit` per-minute stats rows older than `older_than` seconds into the totals."""
+    row = conn.execute(queries.PRUNE_STATS, {"older_than": older_than, "limit": limit}).fetchone()
+    return int(row[0]) if row else 0

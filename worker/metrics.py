@@ -81,10 +81,14 @@ SELECT extract(epoch FROM now() - f.run_at)::float8
  LIMIT 1 OFFSET %(k)s - 1
 """
 
-# Totals per queue since the oldest stats row kept (the pruner may drop old minutes).
+# Totals per queue since the beginning: the minutes kept, plus the totals the pruner folded the older
+# minutes into (one statement, one snapshot: a minute is counted in exactly one of the two).
 STAT_TOTALS = """
 SELECT queue, sum(completed), sum(retried), sum(failed), sum(dead), sum(reaped)
-  FROM job_stats GROUP BY queue
+  FROM (SELECT queue, completed, retried, failed, dead, reaped FROM job_stats
+        UNION ALL
+        SELECT queue, completed, retried, failed, dead, reaped FROM job_stats_totals) s
+ GROUP BY queue
 """
 
 # The last complete minute per queue: what the console's charts plot too.

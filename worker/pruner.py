@@ -33,7 +33,7 @@ class Pruner:
                 (JobStatus.DEAD, self.settings.dead_retention)]
 
     def run_once(self) -> int:
-        """Delete succeeded/failed/dead jobs and audit rows older than their retention; return how many."""
+        """Delete succeeded/failed/dead jobs, audit rows and stats minutes past their retention; return how many."""
         total = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
@@ -43,8 +43,19 @@ class Pruner:
                     if deleted < self.batch:
                         break
             total += self._prune_audit(conn)
+            total += self._prune_stats(conn)
         if total:
             log.info("pruned %d finished job(s) and audit row(s) past retention", total)
+        return total
+
+    def _prune_stats(self, conn: psycopg.Connection) -> int:
+        """Per-minute stats older than SKIPLOCK_STATS_RETENTION are folded into per-queue totals."""
+        total = 0
+        for _ in range(self.max_batches):
+            deleted = core.prune_stats(conn, self.settings.stats_retention, self.batch)
+            total += deleted
+            if deleted < self.batch:
+                break
         return total
 
     def _prune_audit(self, conn: psycopg.Connection) -> int:

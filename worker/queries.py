@@ -452,3 +452,23 @@ DELETE FROM jobs j
  WHERE j.id = doomed.id AND j.status = %(status)s::job_status
 RETURNING j.id
 """
+
+# ---- job_stats retention ------------------------------------------------------------------------
+# Up to %(limit)s per-minute rows older than the retention are deleted and their counts added to
+# job_stats_totals in the same statement: the metrics' counters (totals + kept rows) stay monotonic.
+PRUNE_STATS = """
+WITH gone AS (
+    DELETE FROM job_stats s
+     WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM job_stats
+                                WHERE minute < now() - make_interval(secs => %(older_than)s)
+                                LIMIT %(limit)s))
+    RETURNING queue, completed, retried, failed, dead, reaped
+), added AS (
+    INSERT INTO job_stats_totals AS t (queue, completed, retried, failed, dead, reaped)
+    SELECT queue, sum(completed), sum(retried), sum(failed), sum(dead), sum(reaped) FROM gone GROUP BY queue
+    ON CONFLICT (queue) DO UPDATE SET completed = t.completed + EXCLUDED.completed,
+                                      retried = t.retried + EXCLUDED.retried, failed = t.failed + EXCLUDED.failed,
+                                      dead = t.dead + EXCLUDED.dead, reaped = t.reaped + EXCLUDED.reaped
+)
+SELECT count(*) FROM gone
+"""
