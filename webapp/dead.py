@@ -27,6 +27,8 @@ GROUPS_LIMIT = 50
 GROUPS_SCAN = 20_000
 STATUSES = ("dead", "failed")
 ACTIONS = ("retry", "purge")
+# A row's expandable traceback shows at most this much of last_error (the job page shows all of it).
+ERROR_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def index() -> ResponseReturnValue:
                                                    "queue": flt.queue, "limit": GROUPS_LIMIT,
                                                    "scan": GROUPS_SCAN}).fetchall()
         rows = cur.execute(queries.FINISHED_MATCH_LIST, {**matching.params(), "c_time": c_time, "c_id": c_id,
-                                                         "limit": PAGE_SIZE}).fetchall()
+                                                         "limit": PAGE_SIZE, "error_chars": ERROR_CHARS}).fetchall()
     next_cursor = filters.make_cursor(rows[-1]["finished_at"], rows[-1]["id"]) if len(rows) == PAGE_SIZE else None
     partial = bool(groups) and groups[0]["scanned"] >= GROUPS_SCAN
     return page("dead.html", "_dead_groups.html", flt=flt, groups=groups, rows=rows, windows=filters.WINDOWS,

@@ -273,7 +273,7 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen,
 # Dead (or failed) jobs matching the bulk-action filter, newest first, after the cursor. The same
 # WHERE as the core's "all matching" actions, so the list shows exactly what a bulk action covers.
 FINISHED_MATCH_LIST = f"""
-SELECT {_JOB_COLUMNS} FROM jobs
+SELECT {_JOB_COLUMNS}, left(last_error, %(error_chars)s) AS error_text FROM jobs
  WHERE {_core_queries.FINISHED_MATCH}
    AND (%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))
  ORDER BY finished_at DESC, id DESC
