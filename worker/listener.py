@@ -26,8 +26,11 @@ HEALTH_CHECK_SECONDS = 5.0
 class Listener:
     """Runs in its own thread; call `start()` once and `stop()` at shutdown."""
 
-    def __init__(self, url: str, queues: set[str], wake: Callable[[], None], app_name: str) -> None:
+    def __init__(self, url: str, queues: set[str], wake: Callable[[], None], app_name: str,
+                 on_connect: Callable[[], None] | None = None) -> None:
         self.url = url
+        # called on every (re)connection: a restarted server has lost the unlogged waiter rows
+        self.on_connect = on_connect
         self.queues = queues
         self.wake = wake
         self.app_name = app_name
@@ -53,6 +56,8 @@ class Listener:
                         conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()
                     delay = 0.1
+                    if self.on_connect is not None:
+                        self.on_connect()
                     self.wake()  # anything sent while we were not listening is lost; poll once now
                     self._listen(conn)
             except psycopg.Error as exc:
@@ -71,7 +76,9 @@ class Listener:
         last_check = time.monotonic()
         while not self._stop.is_set():
             for note in conn.notifies(timeout=1.0):
-                if note.payload in self.queues:
+                # "" is the insert trigger's "some queue has new work" (migration 014); a queue's
+                # own name comes from retry, run-now and resume
+                if note.payload == "" or note.payload in self.queues:
                     self.wake()
             if time.monotonic() - last_check >= HEALTH_CHECK_SECONDS:
                 # raises if the server or the network is gone; the deadline covers a silent network,

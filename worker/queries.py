@@ -343,6 +343,21 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
 # Remove a worker row on clean exit.
 WORKER_DELETE = "DELETE FROM workers WHERE id = %(id)s"
 
+# ---- waiters: an idle worker asks for a NOTIFY (migration 014) ----------------------------------
+WAITER_REGISTER = """
+INSERT INTO queue_waiters (worker_id, queue) SELECT %(id)s, unnest(%(queues)s::text[])
+ON CONFLICT DO NOTHING
+"""
+WAITER_UNREGISTER = "DELETE FROM queue_waiters WHERE worker_id = %(id)s"
+# The rows of workers that are gone (crashed: no live worker row) and that have waited a while, so a
+# worker whose own row is not written yet keeps its new waiter row.
+WAITER_PRUNE = """
+DELETE FROM queue_waiters q
+ WHERE q.since < now() - make_interval(secs => %(live)s)
+   AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = q.worker_id
+                      AND w.last_seen > now() - make_interval(secs => %(live)s))
+"""
+
 # Forget workers that stopped heartbeating long ago (their jobs are the reaper's business).
 WORKER_PRUNE_STALE = """
 DELETE FROM workers WHERE last_seen < now() - make_interval(secs => %(older_than)s) RETURNING id

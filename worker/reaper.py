@@ -6,7 +6,7 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, queries
+from skiplock import core, queries, waiting
 
 log = logging.getLogger("skiplock.reaper")
 
@@ -31,6 +31,8 @@ class Reaper:
                 if len(rows) < self.batch:
                     break
             conn.execute(queries.WORKER_PRUNE_STALE, {"older_than": STALE_WORKER_SECONDS})
+            # a crashed worker's waiter rows would make every producer NOTIFY for nobody
+            waiting.prune_gone(conn)
         for job_id, queue, status in reaped:
             log.warning("reaped job %s queue=%s: lease expired, now %s", job_id, queue, status)
         return reaped

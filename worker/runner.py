@@ -43,6 +43,7 @@ from skiplock.maintenance import add_service, build_scheduler
 from skiplock.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.reaper import Reaper
 from skiplock.registry import REGISTRY, JobContext, Registry, Task
+from skiplock.waiting import Waiting
 
 log = logging.getLogger("skiplock.worker")
 
@@ -133,6 +134,8 @@ class Worker:
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
+        # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
+        self._waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues))
         self._lock = threading.Lock()
         # The ack, the heartbeat and the shutdown release lock the same running rows from different
         # connections, in different orders: concurrently they deadlock (PostgreSQL aborts one
@@ -257,7 +260,8 @@ class Worker:
 
     def _start_threads(self) -> None:
         self.listener = Listener(self.settings.session_url, set(self.queues), self.wake,
-                                 f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}")
+                                 f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
+                                 on_connect=self._waiting.forget)
         self.listener.start()
         for target, name in ((self._acker_loop, "skiplock-acker"),
                              (self._heartbeat_loop, "skiplock-heartbeat")):
@@ -305,7 +309,7 @@ class Worker:
         while not self._stop.is_set():
             self.loop_tick = time.monotonic()
             self._wake.clear()
-            claimed_full = backed_off = False
+            claimed_full = backed_off = drained = False
             for lane in self.lanes:  # one claim per handler kind, sized from that kind's free slots
                 lane.plan = capacity, threshold = lane.sizing.plan()
                 with self._lock:
@@ -321,8 +325,16 @@ class Worker:
                         break
                     self._start_jobs(lane, jobs)
                     claimed_full = claimed_full or len(jobs) == want
-            if claimed_full or backed_off:
+                    drained = drained or len(jobs) < want
+            if backed_off:
+                continue
+            if claimed_full:
+                self._waiting.leave()  # a backlog: no wake-ups needed, so producers send no NOTIFY
                 continue  # more may be ready: claim again as soon as slots allow
+            # only a claim that found fewer jobs than it wanted means "idle"; with every slot busy no
+            # claim was made, and the state stays as it was
+            if drained and self._waiting.enter():
+                continue  # just registered as a waiter: claim once more, a job may have committed meanwhile
             self._wake.wait(self.settings.poll_interval)
 
     def _claim_or_back_off(self, lane: Lane, want: int) -> list[core.ClaimedJob] | None:
@@ -726,10 +738,15 @@ class Worker:
             log.warning("could not release %d job(s) (%s); the reaper will return them after their lease",
                         len(ids), first_line(str(exc)))
 
+    def _pool_connection(self) -> Any:
+        assert self.pool is not None
+        return self.pool.connection()
+
     def _delete_worker_row(self) -> None:
         assert self.pool is not None
         try:
             with self.pool.connection() as conn:
+                conn.execute(queries.WAITER_UNREGISTER, {"id": self.worker_id})
                 conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)

@@ -106,9 +106,9 @@ def log_in(page: Any, console: Console) -> None:
 
 
 def save_screenshot(page: Any, name: str, tmp_path: Path) -> None:
-    """Screenshot to the test's folder; also to static/screenshots/ when SKIPLOCK_SCREENSHOTS=1."""
+    """Screenshot to the test's folder; also to static/screenshots/ when UPDATE_SCREENSHOTS=1."""
     page.screenshot(path=str(tmp_path / name), full_page=True)
-    if os.environ.get("SKIPLOCK_SCREENSHOTS") == "1":
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         target = REPO / "static" / "screenshots"
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(tmp_path / name, target / name)

@@ -42,12 +42,14 @@ def test_no_serious_or_critical_violation_on_any_page(page: Any, console: Any, c
              timeout=60, message="running jobs")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM recurring_slots") >= 1, timeout=60, message="a fired slot")
     conn.execute("INSERT INTO paused_queues (queue, paused_by) VALUES ('t1', 'operator')")
+    waiting = enqueue_many([("t2", {"n": 1})])[0]  # an unserved queue: the flag, the reasons, Health failing
 
     page.goto(console.url + "/login")
     found = {"/login": _violations(page)}
     log_in(page, console)
     pages = ["/", "/queues/t1", "/queues/orders?status=dead", "/running/", "/dead/", "/dead/?queue=orders",
-             f"/jobs/{ids['connection'][0]}", "/workers/", "/recurring/", "/health"]
+             f"/jobs/{ids['connection'][0]}", f"/jobs/{waiting}", "/queues/t2", "/queues/t1?status=running",
+             "/?range=7d", "/workers/", "/recurring/", "/health"]
     for path in pages:
         page.goto(console.url + path)
         page.wait_for_selector("main")
