@@ -170,16 +170,17 @@ SELECT {_JOB_COLUMNS} FROM jobs
 # a (run_at, id) row comparison the btree can seek to, so page 1,000 costs what page 1 costs. The
 # priorities come from a loose index scan starting at the cursor's; the search window's end (e_*)
 # prunes lower priorities before their walk starts.
-_QUEUED_PAGE = f"""
-WITH RECURSIVE prios AS (
-    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
-        AND (%(c_id)s::bigint IS NULL OR priority <= %(c_prio)s)
+# The queue's distinct priorities of queued jobs, highest first from START_FILTER on, by a loose index scan.
+_PRIOS_DOWN = """WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' START_FILTER
       ORDER BY priority DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
               AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
       FROM prios p WHERE p.priority IS NOT NULL
-)
+)"""
+
+_QUEUED_PAGE = _PRIOS_DOWN.replace("START_FILTER", "AND (%(c_id)s::bigint IS NULL OR priority <= %(c_prio)s)") + f"""
 SELECT r.* FROM prios p CROSS JOIN LATERAL (
     SELECT {_JOB_COLUMNS} FROM jobs
      WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST
@@ -329,14 +330,7 @@ SELECT r.* FROM prios p CROSS JOIN LATERAL (
 
 # By run_at across priorities: each priority's range of jobs_ready_idx is already in (run_at, id)
 # order, so the page merges one bounded walk per priority (forwards or backwards from the cursor).
-_QUEUED_BY_RUN_AT = f"""
-WITH RECURSIVE prios AS (
-    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
-              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
-      FROM prios p WHERE p.priority IS NOT NULL
-)
+_QUEUED_BY_RUN_AT = _PRIOS_DOWN.replace("START_FILTER", "") + f"""
 SELECT r.* FROM prios p CROSS JOIN LATERAL (
     SELECT {_JOB_COLUMNS} FROM jobs
      WHERE queue = %(queue)s AND status = 'queued' AND priority = p.priority AND RUN_AT_TEST {_ID_FILTER}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock import audit, core
@@ -37,32 +37,20 @@ class Pruner:
         total = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
-                for _ in range(self.max_batches):
-                    deleted = core.prune_finished(conn, status, keep, self.batch)
-                    total += deleted
-                    if deleted < self.batch:
-                        break
-            total += self._prune_audit(conn)
-            total += self._prune_stats(conn)
+                total += self._in_batches(lambda n, s=status, k=keep: core.prune_finished(conn, s, k, n))
+            # the operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION
+            total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
+            # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
+            total += self._in_batches(lambda n: core.prune_stats(conn, self.settings.stats_retention, n))
         if total:
-            log.info("pruned %d finished job(s) and audit row(s) past retention", total)
+            log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total
 
-    def _prune_stats(self, conn: psycopg.Connection) -> int:
-        """Per-minute stats older than SKIPLOCK_STATS_RETENTION are folded into per-queue totals."""
+    def _in_batches(self, prune_batch: Callable[[int], int]) -> int:
+        """Call `prune_batch(self.batch)` until a batch comes back short, at most max_batches times."""
         total = 0
         for _ in range(self.max_batches):
-            deleted = core.prune_stats(conn, self.settings.stats_retention, self.batch)
-            total += deleted
-            if deleted < self.batch:
-                break
-        return total
-
-    def _prune_audit(self, conn: psycopg.Connection) -> int:
-        """The operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION, in the same bounded batches."""
-        total = 0
-        for _ in range(self.max_batches):
-            deleted = audit.prune(conn, self.settings.audit_retention, self.batch)
+            deleted = prune_batch(self.batch)
             total += deleted
             if deleted < self.batch:
                 break

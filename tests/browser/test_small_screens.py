@@ -28,7 +28,7 @@ def test_pages_fit_a_phone_and_the_nav_says_where_you_are(page: Any, console: An
         width = page.evaluate("document.documentElement.scrollWidth")
         wide = page.evaluate(WIDEST) if width > 390 else []
         assert width <= 390, f"{path} is {width} px wide on a 390 px screen: {wide}"
-        marked = page.locator("nav a[aria-current=page]").all_inner_texts()
+        marked = page.locator("header nav a[aria-current=page]").all_inner_texts()
         assert marked == ([current] if current else []), (path, marked)
 
     # the skip link is the first thing the keyboard reaches, and it lands in <main>
