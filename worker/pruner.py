@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from psycopg_pool import ConnectionPool
 
@@ -37,7 +38,7 @@ class Pruner:
         total = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
-                total += self._in_batches(lambda n, s=status, k=keep: core.prune_finished(conn, s, k, n))
+                total += self._in_batches(partial(core.prune_finished, conn, status, keep))
             # the operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
             # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
