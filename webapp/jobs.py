@@ -10,7 +10,7 @@ from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core, why
+from skiplock import transitions, why
 from skiplock.config import Settings
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, page
@@ -34,7 +34,8 @@ def show(job_id: str) -> ResponseReturnValue:
         if job is None:
             abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
-    return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job),
+    actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
+    return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                 last_worker=_last_worker(job), runtime_s=_runtime(job))
 
 
@@ -63,9 +64,16 @@ def _last_worker(job: dict[str, Any]) -> str | None:
 
 
 def _runtime(job: dict[str, Any]) -> float | None:
-    """Seconds the latest run took (finished) or has taken so far (running)."""
+    """Seconds the latest run took (finished) or has taken so far (running).
+
+    A failed run's own handler time is in its attempt record; finished_at - started_at would add the
+    ack batch's wait to it."""
     if job["started_at"] is None:
         return None
+    attempts = job.get("attempt_errors") or []
+    if job["status"] != "running" and attempts and attempts[-1].get("attempt") == job["attempts"] \
+            and attempts[-1].get("duration_ms") is not None:
+        return float(attempts[-1]["duration_ms"]) / 1000.0
     if job["status"] == "running":
         return (job["now"] - job["started_at"]).total_seconds()
     if job["finished_at"] is not None and job["finished_at"] >= job["started_at"]:
@@ -73,50 +81,18 @@ def _runtime(job: dict[str, Any]) -> float | None:
     return None
 
 
-# action name -> (core call, past tense for the message); each is the core's guarded transition
-def _retry(conn, jid):
-    return core.retry_finished(conn, [jid])
-
-
-def _purge(conn, jid):
-    return core.purge_finished(conn, [jid])
-
-
-def _cancel(conn, jid):
-    return core.cancel_queued(conn, [jid], g.user)
-
-
-def _run_now(conn, jid):
-    return core.run_now(conn, [jid])
-
-
-def _release(conn, jid):
-    return core.release_running(conn, [jid], g.user)
-
-
-ACTIONS = {
-    "retry": (_retry, "retried", "it is not dead or failed"),
-    "purge": (_purge, "purged", "it is not dead or failed"),
-    "cancel": (_cancel, "cancelled", "it is not queued"),
-    "run-now": (_run_now, "made ready now", "it is not a scheduled queued job"),
-    "release": (_release, "released", "it is not running"),
-}
-
-
 @bp.route("/<job_id>/<action>", methods=["POST"])
 def act(job_id: str, action: str) -> ResponseReturnValue:
     """Apply one action to one job; a job no longer in the right state is reported, not changed."""
     jid = _parse(job_id)
-    if action not in ACTIONS:
-        abort(404, f"unknown action {action[:40]!r}")
-    call, done_text, refused_text = ACTIONS[action]
+    transition = transitions.BY_ACTION.get(action) or abort(404, f"unknown action {action[:40]!r}")
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
-        changed = call(conn, jid)
+        changed = transition.apply(conn, [jid], str(g.user))
         audit(action, len(changed), conn=conn, ids=[jid])
     if changed:
-        flash(f"Job {jid} {done_text}.")
+        flash(f"Job {jid} {transition.past}.")
     else:
-        flash(f"Job {jid} was not changed: {refused_text} (any more).", "error")
+        flash(f"Job {jid} was not changed: {transition.refused} (any more).", "error")
     if action == "purge" and changed:
         return redirect(url_for("dead.index"), 303)
     return redirect(url_for("jobs.show", job_id=jid), 303)

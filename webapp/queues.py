@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +10,7 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core, why
+from skiplock import core, transitions, why
 from skiplock.config import Settings
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.overview import COUNT_CAP, capped
@@ -26,16 +25,8 @@ SEARCH_WINDOW = 10_000
 STATUSES = ("ready", "scheduled", "running", "dead", "failed", "succeeded")
 SORTS = ("priority", "run_at")  # claim order, or oldest run_at first (ready and scheduled only)
 
-# The bulk and per-row actions each tab offers: action -> (core call, button label, past tense, why refused).
-# Each core call is a guarded transition: a job that left the state meanwhile is reported, not changed.
-_ACTION_CALLS: dict[str, tuple[Callable[[psycopg.Connection, list[int]], list[int]], str, str, str]] = {
-    "cancel": (lambda conn, ids: core.cancel_queued(conn, ids, g.user), "Cancel", "cancelled", "not queued"),
-    "run-now": (core.run_now, "Run now", "made ready now", "not scheduled"),
-    "retry": (core.retry_finished, "Retry", "retried", "not dead or failed"),
-    "purge": (core.purge_finished, "Purge", "purged", "not dead or failed"),
-}
-TAB_ACTIONS = {"ready": ("cancel",), "scheduled": ("run-now", "cancel"), "dead": ("retry", "purge"),
-               "failed": ("retry", "purge"), "running": (), "succeeded": ()}
+# The bulk and per-row actions each tab offers: the transition table's, from that situation.
+TAB_ACTIONS = {tab: [(t.action, t.label) for t in transitions.allowed(tab)] for tab in STATUSES}
 
 
 def _tab(status: str) -> str:
@@ -126,7 +117,7 @@ def show(name: str) -> ResponseReturnValue:
                 q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
                 prev_cursor=result.prev_cursor, window_hit=result.window_hit, search_window=SEARCH_WINDOW,
                 paused=bool(paused and paused[0]), first_page=first_page, counts=counts, sort=sort,
-                reasons=reasons, actions=[(a, _ACTION_CALLS[a][1]) for a in TAB_ACTIONS[status]],
+                reasons=reasons, actions=TAB_ACTIONS[status],
                 capped=capped)
 
 
@@ -135,25 +126,25 @@ def act(name: str) -> ResponseReturnValue:
     """Cancel, run now, retry or purge: one job at once, or the selected ones after a confirmation."""
     queue = filters.queue(name) or abort(404)
     status = filters.choice(filters.arg("status"), STATUSES, "ready", "status")
-    what = filters.choice(filters.arg("action"), tuple(TAB_ACTIONS[status]), "", "action")
+    what = filters.choice(filters.arg("action"), tuple(a for a, _label in TAB_ACTIONS[status]), "", "action")
     one = filters.job_id(filters.arg("one"))
     back = url_for("queues.show", name=queue, status=status)
     if one is None and not request.form.getlist("ids"):
         flash("Select at least one job first.", "error")
         return redirect(back, 303)
     chosen = [one] if one is not None else filters.ids(request.form.getlist("ids"))
-    call, label, done_text, refused = _ACTION_CALLS[what]
-    # a bulk action, or a destructive one (cancel, purge), first says what it will do
-    if filters.arg("confirm") != "yes" and (one is None or what in ("cancel", "purge")):
-        return render_template("queue_confirm.html", queue=queue, status=status, what=what, label=label,
+    transition = transitions.BY_ACTION[what]
+    # a bulk action, or a destructive one (cancel, purge, release), first says what it will do
+    if filters.arg("confirm") != "yes" and (one is None or transition.destructive):
+        return render_template("queue_confirm.html", queue=queue, status=status, what=what, label=transition.label,
                                ids=chosen, count=len(chosen))
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
-        done = call(conn, chosen)
+        done = transition.apply(conn, chosen, str(g.user))
         audit(f"{what} {'one' if one is not None else 'selected'}", len(done), conn=conn, queue=queue,
               ids=chosen[:50])
     skipped = len(chosen) - len(done)
-    flash(f"{len(done)} job(s) {done_text}." + (f" {skipped} were {refused} any more, and not changed." if skipped
-                                               else ""), "error" if skipped and not done else "message")
+    note = f" {skipped} not changed: {transition.refused} (any more)." if skipped else ""
+    flash(f"{len(done)} job(s) {transition.past}.{note}", "error" if skipped and not done else "message")
     return redirect(back, 303)
 
 

@@ -68,11 +68,14 @@ class _SecureWhenHttps(SecureCookieSessionInterface):
 
 
 def duration(seconds: float | None) -> str:
-    """A short human duration: 42s, 3m 05s, 2h 10m, 3d 4h; a dash for none."""
+    """A short human duration: 0.4ms, 120ms, 4.2s, 42s, 3m 05s, 2h 10m, 3d 4h; a dash for none."""
     if seconds is None:
         return "\u2013"  # en dash
     sign = "-" if seconds < 0 else ""
     s = int(abs(seconds))
+    if abs(seconds) < 1:  # a handler's run time: milliseconds say more than "0.0s"
+        ms = abs(seconds) * 1000
+        return f"{sign}{ms:.1f}ms" if ms < 10 else f"{sign}{ms:.0f}ms"
     if s < 60:
         return f"{sign}{abs(seconds):.1f}s" if s < 10 else f"{sign}{s}s"
     if s < 3600:

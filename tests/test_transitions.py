@@ -1,0 +1,84 @@
+"""The transition table against the SQL guards: every operator action from every situation, on real
+PostgreSQL, with each job brought to its situation by the queue core itself (enqueue, claim, ack).
+
+An allowed action changes the job to the table's result; a forbidden one returns no id and leaves
+the row exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from skiplock import core, enqueue
+from skiplock.transitions import SITUATIONS, TRANSITIONS, allowed, situation
+
+WORKER = "transitions-test-worker"
+
+
+def _claimed(conn: psycopg.Connection, queue: str) -> core.ClaimedJob:
+    [job] = core.claim(conn, WORKER, [queue], [30.0], 1)
+    return job
+
+
+def _finish(conn: psycopg.Connection, queue: str, status: str, error: str | None) -> int:
+    job = _claimed(conn, queue)
+    written = core.ack_batch(conn, WORKER, [core.Outcome(job.id, job.queue, job.attempts, status, error=error)],
+                             keep_history=True)
+    assert written == {job.id}
+    return job.id
+
+
+def make(conn: psycopg.Connection, where: str) -> int:
+    """A job in situation `where`, made the way the product makes it."""
+    queue = f"tr_{where}"
+    if where == "scheduled":
+        return enqueue(queue, {"w": where}, delay=3600) or 0
+    job_id = enqueue(queue, {"w": where}, max_attempts=3) or 0
+    if where == "ready":
+        return job_id
+    if where == "running":
+        return _claimed(conn, queue).id
+    return _finish(conn, queue, {"succeeded": "ok", "failed": "failed", "dead": "dead"}[where],
+                   None if where == "succeeded" else f"ValueError: made {where}")
+
+
+def row(conn: psycopg.Connection, job_id: int) -> tuple[Any, ...] | None:
+    return conn.execute("SELECT to_jsonb(j) FROM jobs j WHERE id = %s", (job_id,)).fetchone()
+
+
+def where_now(conn: psycopg.Connection, job_id: int) -> str:
+    found = conn.execute("SELECT status::text, run_at > now() FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    return "deleted" if found is None else situation(found[0], found[1])
+
+
+@pytest.mark.parametrize("where", SITUATIONS)
+@pytest.mark.parametrize("action", [t.action for t in TRANSITIONS])
+def test_every_action_from_every_situation(conn: psycopg.Connection, where: str, action: str) -> None:
+    transition = next(t for t in TRANSITIONS if t.action == action)
+    job_id = make(conn, where)
+    assert where_now(conn, job_id) == where
+    before = row(conn, job_id)
+    changed = transition.apply(conn, [job_id], "tester")
+    if where in transition.sources:
+        assert changed == [job_id]
+        assert where_now(conn, job_id) == transition.result
+    else:
+        assert changed == []
+        assert row(conn, job_id) == before  # not one column moved
+
+
+def test_release_on_the_last_attempt_makes_the_job_dead(conn: psycopg.Connection) -> None:
+    job_id = enqueue("tr_last", {}, max_attempts=1) or 0
+    _claimed(conn, "tr_last")
+    assert allowed("running")[0].apply(conn, [job_id], "tester") == [job_id]
+    assert where_now(conn, job_id) == "dead"
+
+
+def test_pages_offer_exactly_the_allowed_actions() -> None:
+    from skiplock.webapp.queues import TAB_ACTIONS
+
+    for where in SITUATIONS:
+        assert [a for a, _label in TAB_ACTIONS[where]] == [t.action for t in allowed(where)], where
