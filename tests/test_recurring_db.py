@@ -293,14 +293,26 @@ def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
 def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
     import tests.handlers  # noqa: F401  (registers queue t1)
     from skiplock.config import load_settings
-    from skiplock.recurring_service import install
-    from skiplock.runner import STARTUP_HOOKS, Worker
+    from skiplock.reaper import Reaper
+    from skiplock.runner import Worker
 
-    assert install in STARTUP_HOOKS  # registered by `import worker`
     w = Worker(load_settings(), queues=["t1"])  # starts no thread until run(): nothing to shut down
     w.pool = pool
-    install(w)
-    assert {"recurring", "pruner", "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
+    w.reaper = Reaper(pool)
+    w._start_services()  # the one explicit list of the worker's services
+    assert {"reaper", "worker-registry", "latency-fold", "recurring", "pruner",
+            "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
+
+
+def test_a_producer_only_import_does_not_load_the_worker_runtime():
+    import subprocess
+    import sys
+
+    code = ("import sys, skiplock; skiplock.enqueue; "
+            "print(sorted(m for m in ('skiplock.runner', 'apscheduler.schedulers', 'skiplock.recurring_service', "
+            "'skiplock.maintenance', 'flask') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_a_database_without_the_recurring_tables_gets_one_clear_error(fresh_db_url, caplog):

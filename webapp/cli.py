@@ -9,7 +9,6 @@ import shlex
 import sys
 
 from skiplock.cli import command
-from skiplock.dev import DEV_PROCESSES
 
 
 def _web_args(p: argparse.ArgumentParser) -> None:
@@ -53,6 +52,3 @@ def dev_console(env: dict[str, str]) -> str:
     # one gthread worker is plenty for one operator; the Procfile line is the production shape
     return (f"{python} -m gunicorn 'skiplock.webapp:create_app()' --worker-class gthread --workers 1 --threads 4 "
             f"--bind 127.0.0.1:{int(port)} --access-logfile -")
-
-
-DEV_PROCESSES["web"] = dev_console

@@ -10,8 +10,8 @@ this one package at build time (pyproject.toml), so users import one name: `skip
 
 from importlib.metadata import PackageNotFoundError, version
 
-# Imported for their side effects: @task's every=/cron= hooks and the worker start-up hook.
-import skiplock.recurring_service  # noqa: F401
+# Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
+# pay for it. The worker wires its services itself (Worker._start_services).
 from skiplock.errors import (
     ConfigError,
     Discard,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from skiplock.config import load_settings
@@ -20,9 +19,6 @@ from skiplock.migrate import apply_migrations
 
 DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
 
-# Extra processes for the dev command: name -> function(env) returning a shell command.
-# The console adds itself here; the worker is always present.
-DEV_PROCESSES: dict[str, Callable[[dict[str, str]], str]] = {}
 
 
 def require_dev_extra() -> None:
@@ -78,7 +74,8 @@ def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = N
     manager = Manager(Printer(sys.stdout))
     python = shlex.quote(sys.executable)
     manager.add_process("worker", f"{python} -m skiplock", env=env)
-    for name, build in DEV_PROCESSES.items():
-        manager.add_process(name, build(env), env=env)
+    from skiplock.webapp.cli import dev_console  # the dev command's other process: the console
+
+    manager.add_process("web", dev_console(env), env=env)
     manager.loop()
     return int(manager.returncode or 0)

@@ -195,13 +195,3 @@ def install(worker: Worker) -> None:
     worker.register_service("recurring", service.tick, POLL_SECONDS)
     worker.register_service("pruner", Pruner(worker.pool, worker.settings).run_once, PRUNE_SECONDS)
     worker.register_service("recurring-slots-prune", service.prune_slots, PRUNE_SECONDS)
-
-
-def _register() -> None:
-    from skiplock.runner import STARTUP_HOOKS
-
-    if install not in STARTUP_HOOKS:
-        STARTUP_HOOKS.append(install)
-
-
-_register()

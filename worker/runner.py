@@ -276,13 +276,18 @@ class Worker:
             thread = threading.Thread(target=self._handler_loop, name=f"skiplock-handler_{index}", daemon=True)
             thread.start()
             self._handlers.append(thread)
+        self._start_services()
+        self.scheduler.start()
+
+    def _start_services(self) -> None:
+        """Every service on the worker's scheduler, in one list: nothing registers itself on import."""
+        from skiplock import recurring_service
+
         assert self.reaper is not None
         add_service(self.scheduler, "reaper", self.reaper.run_once, self.settings.reaper_interval)
         add_service(self.scheduler, "worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS)
-        self._start_ops_services()
-        for hook in STARTUP_HOOKS:
-            hook(self)
-        self.scheduler.start()
+        self._start_ops_services()  # health endpoint, latency folding, history partitions
+        recurring_service.install(self)  # recurring slots, their cleanup, and the pruner
 
     def _start_ops_services(self) -> None:
         """Health endpoint, latency-row folding and history partitions (worker/health.py, history.py)."""
@@ -757,8 +762,5 @@ def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float)
     return {"job_id": job.id, "queue": job.queue, "attempt": job.attempts, "outcome": outcome.status,
             "duration_ms": round(duration_ms, 2)}
 
-
-# Called with the Worker before its scheduler starts; other modules (recurring) add services here.
-STARTUP_HOOKS: list[Callable[[Worker], None]] = []
 
 _COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}
