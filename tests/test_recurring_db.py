@@ -304,17 +304,6 @@ def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
             "recurring-slots-prune"} <= {job.id for job in w.scheduler.get_jobs()}
 
 
-def test_a_producer_only_import_does_not_load_the_worker_runtime():
-    import subprocess
-    import sys
-
-    code = ("import sys, skiplock; skiplock.enqueue; "
-            "print(sorted(m for m in ('skiplock.runner', 'apscheduler.schedulers', 'skiplock.recurring_service', "
-            "'skiplock.maintenance', 'flask') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 def test_a_database_without_the_recurring_tables_gets_one_clear_error(fresh_db_url, caplog):
     with psycopg.connect(fresh_db_url, autocommit=True) as c:
         c.execute("DROP TABLE recurring_slots, recurring_schedules")

@@ -164,7 +164,7 @@ def _load_plugin_commands() -> None:
     """Import the modules that add commands (console, schedules, doctor, bench) if present."""
     import importlib
 
-    for module in ("skiplock.webapp.cli", "skiplock.recurring_cli", "skiplock.doctor", "skiplock.bench",
+    for module in ("skiplock.webapp.cli", "skiplock.recurring_cli", "skiplock.doctor_cli", "skiplock.bench",
                    "skiplock.cancel_cli"):
         try:
             importlib.import_module(module)

@@ -7,17 +7,14 @@ exits 1 when any check fails, so it can gate a deploy or page someone from cron.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from skiplock import queries, why
-from skiplock.cli import command
 from skiplock.config import Settings, load_settings
 from skiplock.metrics import QUEUES_WITH_STATUS, sum_histograms
 from skiplock.status import LIVE_WORKER_SECONDS
@@ -393,23 +390,3 @@ def format_checks(checks: list[Check]) -> str:
             for d in c.details[:20]:
                 lines.append("       - " + ", ".join(f"{k}={v}" for k, v in d.items()))
     return "\n".join(lines)
-
-
-def _doctor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-xact-age", type=float, default=MAX_XACT_AGE,
-                   help=f"seconds after which an open transaction fails the check (default {MAX_XACT_AGE:g})")
-    p.add_argument("--json", action="store_true", help="print the checks as JSON")
-
-
-@command("doctor", "check the queue's health and say what to do (exit 1 if a check fails)", _doctor_args)
-def _doctor(args: argparse.Namespace) -> int:
-    from skiplock.db import connect
-
-    settings = load_settings()
-    with connect(settings.require_database_url(), "skiplock-doctor") as conn:
-        checks = run_checks(conn, settings, args.max_xact_age)
-    if args.json:
-        print(json.dumps([asdict(c) for c in checks], indent=2, default=str))
-    else:
-        print(format_checks(checks))
-    return 1 if any(c.status == FAIL for c in checks) else 0
