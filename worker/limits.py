@@ -30,7 +30,8 @@ REFRESH_SECONDS = 1.0  # how stale a worker's view of which queues are limited m
 
 UPSERT_LIMIT = """
 INSERT INTO queue_limits AS l (queue, concurrency, rate, burst, tokens, refilled_at, updated_by)
-VALUES (%(queue)s, %(concurrency)s, %(rate)s, %(burst)s, coalesce(%(burst)s, 0), now(), %(actor)s)
+VALUES (%(queue)s, %(concurrency)s::int, %(rate)s::float8, %(burst)s::float8, coalesce(%(burst)s::float8, 0), now(),
+        %(actor)s)
 ON CONFLICT (queue) DO UPDATE
    SET concurrency = EXCLUDED.concurrency, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
        tokens = least(coalesce(EXCLUDED.burst, 0), l.tokens), updated_at = now(), updated_by = EXCLUDED.updated_by
