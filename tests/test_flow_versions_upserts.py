@@ -119,7 +119,7 @@ def test_eight_racing_producers_leave_one_job(db_url: str, conn: psycopg.Connect
                 for n in range(25):
                     results.append(enqueue("t1", {"p": index, "n": n}, conn=c, unique_key="race",
                                            on_conflict=mode))
-        except BaseException as exc:  # noqa: BLE001  (reported below)
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(8)]

@@ -64,7 +64,8 @@ def show(name: str) -> ResponseReturnValue:
     with db.connection() as conn:
         rows, next_cursor, window_hit = _list(conn, status, params)
         paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
-    return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=rows,
+        flow = queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
+    return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=rows, flow=flow,
                 q=text or "", wanted_id=wanted_id or "", next_cursor=next_cursor, window_hit=window_hit,
                 search_window=SEARCH_WINDOW, paused=bool(paused and paused[0]), first_page=c_id is None)
 
