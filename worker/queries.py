@@ -90,10 +90,11 @@ COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts, version) FRO
 #   over (left for a newer worker). A job with a lock_key is passed over while its key has a
 #   running job (a probe of jobs_lock_key_running) or while another claim in flight holds the
 #   key's transaction-scoped advisory lock (taken here: two concurrent claims skip each other).
-# - tenant_hops/by_tenant: a loose index scan over jobs_tenant_ready_idx hops from tenant to tenant
-#   (starting after the worker's %(tenant_after)s, wrapping round, at most TENANT_HOPS of them)
-#   and reads each tenant's first ready jobs, so a small tenant's jobs are candidates even behind
-#   another tenant's 100,000. A queue without tenants costs two empty index probes.
+# - tenant_hops/by_tenant: skiplock_tenant_hops() (migration 009) hops from tenant to tenant over
+#   jobs_tenant_ready_idx (starting after the worker's %(tenant_after)s, wrapping round, at most
+#   TENANT_HOPS of them) and by_tenant reads each tenant's first ready jobs, so a small
+#   tenant's jobs are candidates even behind another tenant's 100,000. A queue without tenants
+#   costs one function call and one empty index probe.
 # - picked: one job per lock_key (the best in order), each tenant's jobs ranked (`turn`), each
 #   queue's allowance; then the best %(limit)s by (turn, priority DESC, run_at, id). Without
 #   tenants every job has one partition, so `turn` follows the plain order exactly.
@@ -105,12 +106,8 @@ LOCK_KEY_CLASS = 1936419947  # advisory lock namespace for lock keys ('sklk'), b
 _KEY_FREE = f"""NOT EXISTS (SELECT 1 FROM jobs r
                            WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
                  AND pg_try_advisory_xact_lock({LOCK_KEY_CLASS}, hashtext(j.lock_key))"""
-# The next tenant of queue `q` after `t`, in name order (one probe of jobs_tenant_ready_idx).
-_NEXT_TENANT = """(SELECT min(j.tenant) AS tenant FROM jobs j
-                    WHERE j.queue = {q} AND j.status = 'queued' AND j.tenant IS NOT NULL AND {cond})"""
-_WRAPPED = "j.tenant <= h.after AND (NOT h.wrapped OR j.tenant > h.tenant)"
 _CLAIM = f"""
-WITH RECURSIVE wanted AS MATERIALIZED (
+WITH wanted AS MATERIALIZED (
     SELECT w.queue, w.lease, w.version, w.tenant_after,
            CASE WHEN l.queue IS NULL THEN %(limit)s::int
                 ELSE greatest(0, least(
@@ -138,35 +135,11 @@ WITH RECURSIVE wanted AS MATERIALIZED (
              FOR UPDATE SKIP LOCKED
       ) c
      WHERE wanted.allow > 0
-), tenant_hops(queue, tenant, after, wrapped, hops) AS (
-    SELECT w.queue, x.tenant, w.tenant_after, x.wrapped, 1
+), tenant_hops AS (
+    SELECT w.queue, h.tenant
       FROM wanted w
-      CROSS JOIN LATERAL (
-          SELECT m.tenant, false AS wrapped
-            FROM {_NEXT_TENANT.format(q="w.queue", cond="(w.tenant_after IS NULL OR j.tenant > w.tenant_after)")} m
-           WHERE m.tenant IS NOT NULL
-          UNION ALL
-          SELECT m.tenant, true
-            FROM {_NEXT_TENANT.format(q="w.queue", cond="j.tenant <= w.tenant_after")} m
-           WHERE m.tenant IS NOT NULL
-          LIMIT 1
-      ) x
+      CROSS JOIN LATERAL skiplock_tenant_hops(w.queue, w.tenant_after, {TENANT_HOPS}) AS h(tenant)
      WHERE w.allow > 0
-    UNION ALL
-    SELECT h.queue, x.tenant, h.after, x.wrapped, h.hops + 1
-      FROM tenant_hops h
-      CROSS JOIN LATERAL (
-          SELECT m.tenant, false AS wrapped
-            FROM {_NEXT_TENANT.format(q="h.queue", cond="j.tenant > h.tenant")} m
-           WHERE m.tenant IS NOT NULL AND NOT h.wrapped
-          UNION ALL
-          -- past the last tenant: wrap round to the first, up to where this walk started
-          SELECT m.tenant, true
-            FROM {_NEXT_TENANT.format(q="h.queue", cond=_WRAPPED)} m
-           WHERE m.tenant IS NOT NULL
-          LIMIT 1
-      ) x
-     WHERE h.hops < {TENANT_HOPS}
 ), tenant_counts AS (
     SELECT queue, count(*) AS tenants FROM tenant_hops GROUP BY queue
 ), by_tenant AS (
