@@ -174,3 +174,16 @@ def test_run_checks_reports_a_broken_check_instead_of_raising(fresh_db_url):
     assert checks["throughput envelope"].status == FAIL
     assert "could not run" in checks["throughput envelope"].verdict
     assert checks["claim plan"].status == OK
+
+
+def test_versions_check_warns_about_jobs_no_live_worker_runs(conn):
+    from skiplock.doctor import check_versions
+
+    conn.execute("INSERT INTO workers (id, host, pid, queues, concurrency, task_versions) "
+                 "VALUES ('w', 'h', 1, '{vq}', 4, '{\"vq\": 2}')")
+    conn.execute("INSERT INTO jobs (queue, payload, version) VALUES ('vq', '{}', 2)")
+    assert check_versions(conn, load_settings()).status == "ok"
+    conn.execute("INSERT INTO jobs (queue, payload, version) VALUES ('vq', '{}', 3)")
+    check = check_versions(conn, load_settings())
+    assert check.status == "warn" and "vq" in check.verdict
+    assert check.details == [{"queue": "vq", "workers_run_up_to": 2, "newest_queued": 3, "jobs_waiting": 1}]

@@ -215,3 +215,13 @@ def test_p99_wait_equals_the_seeds_percentile_over_many_priorities(conn, db_url)
     assert p99_db == pytest.approx(third_oldest, abs=1)
     assert m[("skiplock_queue_p99_wait_seconds", q("p"))] == pytest.approx(p99_db, abs=30)
     assert m[("skiplock_queue_oldest_ready_age_seconds", q("p"))] == pytest.approx((3 * 249 + 1) * 60, abs=30)
+
+
+def test_queue_limits_in_metrics(conn, db_url):
+    from skiplock import limits
+
+    limits.set_limit(conn, "m_limited", concurrency=3, rate="20/s")
+    samples = scrape(db_url)
+    assert samples[("skiplock_queue_concurrency_limit", q("m_limited"))] == 3
+    assert samples[("skiplock_queue_rate_limit", q("m_limited"))] == 20
+    assert samples[("skiplock_queue_rate_burst", q("m_limited"))] == 2

@@ -7,6 +7,8 @@ jobs_lease_idx for running, jobs_finished_idx for dead/failed/succeeded), counts
 
 from __future__ import annotations
 
+from typing import Any
+
 from skiplock import queries as _core_queries
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
@@ -378,3 +380,57 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' AND que
        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'succeeded' AND queue = %(queue)s
                                LIMIT %(cap)s + 1) s) AS succeeded
 """
+
+# ---- flow control on the queue page (issue 15, templates/_flow.html) --------------------------
+
+FLOW_CAP = 10_000  # tenant backlogs and the version mix count at most this many queued jobs each
+FLOW_TENANTS = 20  # tenants listed on the queue page, in name order
+
+# The queue's global limits (worker/limits.py) and how many of its jobs run now.
+FLOW_LIMITS = """
+SELECT l.concurrency, l.rate, l.burst, l.updated_by,
+       (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = l.queue) AS running
+  FROM queue_limits l
+ WHERE l.queue = %(queue)s AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL)
+"""
+# Backlog per tenant: a loose index scan of jobs_tenant_ready_idx hops from tenant to tenant,
+# then each tenant's queued jobs are counted up to the cap (an index-only walk each).
+FLOW_TENANT_BACKLOG = """
+WITH RECURSIVE t(tenant, n) AS (
+    SELECT min(tenant), 1 FROM jobs WHERE queue = %(queue)s AND status = 'queued' AND tenant IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(j.tenant) FROM jobs j
+             WHERE j.queue = %(queue)s AND j.status = 'queued' AND j.tenant IS NOT NULL AND j.tenant > t.tenant),
+           t.n + 1
+      FROM t WHERE t.tenant IS NOT NULL AND t.n < %(tenants)s
+)
+SELECT t.tenant, (SELECT count(*) FROM (SELECT 1 FROM jobs j
+                                         WHERE j.queue = %(queue)s AND j.status = 'queued' AND j.tenant = t.tenant
+                                         LIMIT %(cap)s) c) AS backlog
+  FROM t WHERE t.tenant IS NOT NULL ORDER BY t.tenant
+"""
+# The payload versions among the queue's first %(cap)s queued jobs (in claim order).
+FLOW_VERSIONS = """
+SELECT version, count(*) FROM (SELECT version FROM jobs WHERE queue = %(queue)s AND status = 'queued'
+                                ORDER BY priority DESC, run_at, id LIMIT %(cap)s) s
+ GROUP BY version ORDER BY version
+"""
+# The newest version the live workers of the queue run (workers.task_versions).
+FLOW_WORKER_VERSION = """
+SELECT max((w.task_versions ->> %(queue)s)::int) FROM workers w
+ WHERE w.last_seen > now() - interval '30 seconds' AND w.task_versions ? %(queue)s
+"""
+
+
+def queue_flow(conn: Any, queue: str) -> dict[str, Any]:
+    """What templates/_flow.html shows for one queue: limits, tenant backlogs, payload versions."""
+    params = {"queue": queue, "cap": FLOW_CAP, "tenants": FLOW_TENANTS}
+    limit = conn.execute(FLOW_LIMITS, params).fetchone()
+    return {
+        "limit": None if limit is None else {"concurrency": limit[0], "rate": limit[1], "burst": limit[2],
+                                             "updated_by": limit[3], "running": limit[4]},
+        "tenants": [{"tenant": t, "backlog": n} for t, n in conn.execute(FLOW_TENANT_BACKLOG, params)],
+        "versions": [{"version": v, "count": n} for v, n in conn.execute(FLOW_VERSIONS, params)],
+        "worker_version": (conn.execute(FLOW_WORKER_VERSION, params).fetchone() or [None])[0],
+        "cap": FLOW_CAP, "tenant_cap": FLOW_TENANTS,
+    }

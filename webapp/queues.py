@@ -112,13 +112,13 @@ def show(name: str) -> ResponseReturnValue:
         counts = _tab_counts(conn, queue)
         paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
         reasons = why.for_queue(conn, queue, Settings().reaper_interval)
+        flow = queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
     first_page = c_id is None or (backwards and result.prev_cursor is None)
     return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=result.rows,
                 q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
                 prev_cursor=result.prev_cursor, window_hit=result.window_hit, search_window=SEARCH_WINDOW,
                 paused=bool(paused and paused[0]), first_page=first_page, counts=counts, sort=sort,
-                reasons=reasons, actions=TAB_ACTIONS[status],
-                capped=capped)
+                reasons=reasons, actions=TAB_ACTIONS[status], capped=capped, flow=flow)
 
 
 @bp.route("/<path:name>/jobs", methods=["POST"])

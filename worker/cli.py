@@ -126,6 +126,77 @@ def _worker(args: argparse.Namespace) -> int:
     return worker.run(install_signals=True, exit_hard=True)
 
 
+# ---- queues limit ----------------------------------------------------------------------------
+
+
+def _queues_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("limit", "limits"),
+                   help="limit: set or clear one queue's global limits; limits: list every limited queue")
+    p.add_argument("queue", nargs="?", help="the queue (for limit)")
+    p.add_argument("--concurrency", help="most jobs of the queue running at once, all workers together "
+                   "('none' removes it)")
+    p.add_argument("--rate", help="most jobs started per second, e.g. 100/s, 30/m ('none' removes it)")
+    p.add_argument("--burst", type=float, help="rate tolerance: extra jobs any one second may start "
+                   "(default rate/10, at least 1)")
+    p.add_argument("--clear", action="store_true", help="remove both limits")
+
+
+def _print_limits(conn: psycopg.Connection) -> None:
+    from skiplock.limits import list_limits
+
+    rows = list_limits(conn)
+    if not rows:
+        print("no limited queues")
+    for r in rows:
+        conc = f"concurrency {r.concurrency} ({r.running} running)" if r.concurrency else f"{r.running} running"
+        rate = f"rate {r.rate:g}/s burst {r.burst:g}" if r.rate else "no rate limit"
+        print(f"{r.queue}: {conc}, {rate}" + (f"  [set by {r.updated_by}]" if r.updated_by else ""))
+
+
+@command("queues", "global per-queue limits: queues limit QUEUE --concurrency N --rate 100/s", _queues_args)
+def _queues(args: argparse.Namespace) -> int:
+    import getpass
+
+    from skiplock import audit, limits
+    from skiplock.db import connect
+
+    url = load_settings().require_database_url()
+    with connect(url, "skiplock-cli") as conn:
+        if args.action == "limits" or (args.queue and args.concurrency is None and args.rate is None
+                                       and not args.clear):
+            _print_limits(conn)
+            return 0
+        if not args.queue:
+            raise SkiplockError("queues limit needs a QUEUE")
+        current = {r.queue: r for r in limits.list_limits(conn)}.get(args.queue)
+        # an option not given keeps its current value; 'none' removes it
+        concurrency = current.concurrency if current else None
+        rate = current.rate if current else None
+        burst = args.burst if args.burst is not None else (current.burst if current and args.rate is None else None)
+        if args.concurrency is not None:
+            concurrency = None if args.concurrency == "none" else _whole(args.concurrency)
+        if args.rate is not None:
+            rate = None if args.rate == "none" else limits.parse_rate(args.rate)
+        if args.clear:
+            concurrency = rate = None
+        actor = f"cli:{getpass.getuser()}"
+        with conn.transaction():  # the change and its audit row commit together
+            limits.set_limit(conn, args.queue, concurrency=concurrency, rate=rate, burst=burst, actor=actor)
+            audit.record(conn, actor, "cli", "set queue limits", 1,
+                         {"queue": args.queue, "concurrency": concurrency, "rate": rate, "burst": burst})
+        _print_limits(conn)
+    return 0
+
+
+def _whole(text: str) -> int:
+    from skiplock.limits import check_concurrency
+
+    try:
+        return check_concurrency(int(text))
+    except ValueError:
+        raise SkiplockError(f"--concurrency must be a whole number >= 1 or 'none', got {text!r}") from None
+
+
 # ---- dev ------------------------------------------------------------------------------------
 
 

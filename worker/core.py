@@ -7,7 +7,7 @@ Every function takes a psycopg connection (autocommit or inside the caller's tra
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -22,6 +22,9 @@ from skiplock.status import JobStatus
 
 log = logging.getLogger("skiplock.core")
 
+ANY_VERSION = 2**31 - 1  # the `versions` of a caller that runs any payload version (tests, tools)
+CLAIM_RACE_RETRIES = 3  # claims again after losing a lock-key race; past this, the next turn does
+
 
 # ClaimedJob and Outcome are NamedTuples rather than frozen dataclasses: one of each is built per
 # job on the worker's hot path, and a frozen dataclass sets every field through object.__setattr__
@@ -34,6 +37,8 @@ class ClaimedJob(NamedTuple):
     payload: Any
     attempts: int
     max_attempts: int
+    version: int | None = None  # the payload's version (worker/versions.py upgrades older ones)
+    tenant: str | None = None  # the tenant it was enqueued for (the worker's round-robin cursor)
     # Claimed only with `with_context` (a handler's JobContext needs them); None otherwise.
     priority: int | None = None
     run_at: datetime | None = None
@@ -74,12 +79,21 @@ def claim(
     *,
     payload_as_text: bool = False,
     with_context: bool = True,
+    versions: Sequence[int] | None = None,
+    limited: Collection[str] | None = None,
+    tenant_after: Sequence[str | None] | None = None,
 ) -> list[ClaimedJob]:
     """queued -> running for up to `limit` ready jobs of `queues` (paused queues skipped).
 
     With `payload_as_text` each payload is left as its JSON text: the worker decodes it in the
     handler thread, off the claim loop that every job of the process waits behind. Without
-    `with_context` only id, queue, payload and attempts come back (the worker's lean claim).
+    `with_context` only id, queue, payload, attempts (and version, tenant) come back (the
+    worker's lean claim).
+    Flow control (queries._CLAIM): `versions` are the newest payload version per queue this caller
+    can run (default: any); `tenant_after` is where each queue's tenant round-robin starts;
+    `limited` are the queues the caller believes have a queue_limits row (default: looked up).
+    Limited queues are claimed in a transaction that first locks their rows (LOCK_LIMITED); a
+    limited queue the caller did not name is left out of this claim, never claimed past its limit.
     """
     if limit <= 0 or not queues:
         return []
@@ -89,8 +103,30 @@ def claim(
         statement = queries.CLAIM_LEAN_TEXT
     else:
         statement = queries.CLAIM_PAYLOAD_TEXT if payload_as_text else queries.CLAIM
-    rows = conn.execute(statement, {"queues": list(queues), "leases": number_array([float(x) for x in leases]),
-                                    "limit": limit, "worker_id": worker_id}).fetchall()
+    params = {"queues": list(queues), "leases": number_array([float(x) for x in leases]),
+              "versions": number_array(versions if versions is not None else [ANY_VERSION] * len(queues)),
+              "tenant_after": list(tenant_after) if tenant_after is not None else [None] * len(queues),
+              "limit": limit, "worker_id": worker_id, "locked": []}
+    check_limits = limited is None or any(q in limited for q in queues)
+    for attempt in range(1, CLAIM_RACE_RETRIES + 1):
+        try:
+            if not check_limits:  # the hot path: one statement, autocommit or the caller's transaction
+                rows = conn.execute(statement, params).fetchall()
+            else:
+                with conn.transaction():
+                    locked = [r[0] for r in conn.execute(queries.LOCK_LIMITED, {"queues": params["queues"]})]
+                    rows = conn.execute(statement, {**params, "locked": locked}).fetchall()
+            break
+        except psycopg.errors.UniqueViolation as exc:
+            # Two claims raced on one lock_key: the other committed between this statement's
+            # snapshot and its advisory-lock check. The unique index refused the second running
+            # row; the statement rolled back whole, so nothing is lost: claim again, and the new
+            # snapshot sees the other run. (Outside a transaction of the caller's only.)
+            if getattr(exc.diag, "constraint_name", None) != "jobs_lock_key_running" or \
+                    conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raise
+            log.debug("claim raced another on a lock key (attempt %d); claiming again", attempt)
+            rows = []
     # ClaimedJob(*row), not _make: a lean row has fewer fields than the tuple, the rest default
     return [ClaimedJob(*row) for row in rows]
 

@@ -60,7 +60,8 @@ def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _claim_plan(conn: psycopg.Connection, queues: list[str], limit: int) -> list[dict[str, Any]]:
-    params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor"}
+    params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor",
+              "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "locked": []}
     row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.CLAIM, params).fetchone()
     assert row is not None
     return [n for n in _plan_nodes(row[0][0]["Plan"]) if n.get("Relation Name") == "jobs"]
@@ -346,6 +347,40 @@ def check_unserved_queues(conn: psycopg.Connection, settings: Settings) -> Check
                  "Start a worker whose --tasks register a handler for each queue (and whose SKIPLOCK_QUEUES, if "
                  "set, lists it), or pause the queue on purpose.",
                  [{"queue": q, "ready": why.describe_count(n)} for q, n in unserved.items()])
+# ---- 6. payload versions no live worker can run -----------------------------------------------------
+
+# The newest payload version any live worker runs, per queue (workers.task_versions, migration 009).
+LIVE_VERSIONS = """
+SELECT v.key, max(v.value::int)
+  FROM workers w, jsonb_each_text(coalesce(w.task_versions, '{}'::jsonb)) v
+ WHERE w.last_seen > now() - make_interval(secs => %(live)s)
+ GROUP BY v.key
+"""
+# Queued jobs of `queue` newer than `version`, counted up to a cap (a walk of the queue's ready index).
+NEWER_QUEUED = """
+SELECT count(*), max(version) FROM (SELECT version FROM jobs
+                                     WHERE queue = %(queue)s AND status = 'queued' AND version > %(version)s
+                                     LIMIT 1000) s
+"""
+
+
+def check_versions(conn: psycopg.Connection, settings: Settings) -> Check:
+    """Queued jobs of a payload version newer than every live worker of their queue knows."""
+    from skiplock.metrics import LIVE_WORKER_SECONDS
+
+    name = "payload versions"
+    details = []
+    for queue, version in conn.execute(LIVE_VERSIONS, {"live": LIVE_WORKER_SECONDS}).fetchall():
+        row = conn.execute(NEWER_QUEUED, {"queue": queue, "version": version}).fetchone()
+        if row and row[0]:
+            details.append({"queue": queue, "workers_run_up_to": version, "newest_queued": row[1],
+                            "jobs_waiting": f"{row[0]}+" if row[0] >= 1000 else row[0]})
+    if details:
+        queues = ", ".join(d["queue"] for d in details)
+        return Check(name, WARN, f"Queued jobs in {queues} have a payload version no live worker handles: they "
+                     "are left queued (not failed) until a worker of that version runs.",
+                     "Deploy the workers with the newer @task(version=...) (or roll the producers back).", details)
+    return Check(name, OK, "Every queued job's payload version is one a live worker of its queue handles.")
 
 
 # ---- running them ----------------------------------------------------------------------------------
@@ -357,6 +392,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("throughput envelope", check_throughput),
     ("connection budget", check_connections),
     ("served queues", check_unserved_queues),
+    ("payload versions", check_versions),
 ]
 
 

@@ -223,6 +223,7 @@ class SkiplockCollector(Collector):
             yield from self._queue_metrics(conn)
             yield from self._stat_metrics(conn)
             yield from self._worker_metrics(conn)
+            yield from self._limit_metrics(conn)
 
     def _queue_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
         queued_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "queued"})]
@@ -273,6 +274,11 @@ class SkiplockCollector(Collector):
                 minute.add_metric([queue, name], float(value))
         yield from (*totals.values(), reaped, minute)
 
+    def _limit_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
+        from skiplock.limits import list_limits
+
+        yield from _limit_gauges(list_limits(conn))
+
     def _worker_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
         row = conn.execute(LIVE_WORKERS, {"live": LIVE_WORKER_SECONDS}).fetchone()
         assert row is not None
@@ -289,6 +295,23 @@ class SkiplockCollector(Collector):
             if metric in summed:
                 bounds, counts, _total, total_sum = summed[metric]
                 yield histogram_family(metric, bounds, counts, total_sum)
+
+
+def _limit_gauges(rows: Iterable[Any]) -> Iterator[Metric]:
+    """Global per-queue limits (worker/limits.py): set values, with the running count beside them."""
+    conc = GaugeMetricFamily("skiplock_queue_concurrency_limit", "Most jobs of the queue running at once, "
+                             "all workers together (absent: unlimited)", labels=["queue"])
+    rate = GaugeMetricFamily("skiplock_queue_rate_limit", "Most jobs of the queue started per second "
+                             "(absent: unlimited)", labels=["queue"])
+    burst = GaugeMetricFamily("skiplock_queue_rate_burst", "Rate limit tolerance: extra starts any one second "
+                              "may see", labels=["queue"])
+    for r in rows:
+        if r.concurrency is not None:
+            conc.add_metric([r.queue], float(r.concurrency))
+        if r.rate is not None:
+            rate.add_metric([r.queue], float(r.rate))
+            burst.add_metric([r.queue], float(r.burst or 0))
+    yield from (conc, rate, burst)
 
 
 def connection_from_url(url: str) -> Callable[[], ContextManager[psycopg.Connection]]:

@@ -73,6 +73,9 @@ class JobSpec(NamedTuple):
     run_at: datetime | None
     unique_key: str | None
     max_attempts: int
+    lock_key: str | None = None  # at most one job per key runs at a time (issue 15)
+    tenant: str | None = None  # claims take a queue's tenants round-robin
+    version: int = 1  # the payload's version: the task's @task(version=...) unless given
 
 
 # Queue names already validated in this process: a bulk enqueue names the same few queues
@@ -181,6 +184,34 @@ def _validate_int(name: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
+def _key_text(name: str, value: object) -> str | None:
+    """A unique_key, lock_key or tenant: None, or a non-empty string of at most MAX_UNIQUE_KEY characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise EnqueueError(f"{name} must be a non-empty string or None")
+    if len(value) > MAX_UNIQUE_KEY or "\x00" in value:
+        raise EnqueueError(f"{name} must be at most {MAX_UNIQUE_KEY} characters, without NUL")
+    _require_utf8(name, value)
+    return value
+
+
+def _flow_fields(queue: object, payload: Any, lock_key: object, tenant: object,
+                 version: object) -> tuple[str | None, str | None, int]:
+    """lock_key, tenant and version for a job: given ones validated, the rest from its @task."""
+    registered = REGISTRY.get(queue) if isinstance(queue, str) else None
+    if lock_key is None and registered is not None and registered.lock_key is not None:
+        derive = registered.lock_key
+        try:
+            lock_key = derive(payload) if callable(derive) else derive
+        except Exception as exc:  # the user's function: say whose it is
+            raise EnqueueError(f"@task({queue!r}) lock_key function failed: {type(exc).__name__}: {exc}") from None
+    if version is None:
+        version = registered.version if registered is not None else 1
+    return (_key_text("lock_key", lock_key), _key_text("tenant", tenant),
+            _validate_int("version", version, minimum=1))
+
+
 def build_spec(
     queue: str,
     payload: Any,
@@ -192,16 +223,15 @@ def build_spec(
     max_attempts: int | None = None,
     max_payload_bytes: int | None = None,
     default_max_attempts: int = 20,
+    lock_key: str | None = None,
+    tenant: str | None = None,
+    version: int | None = None,
 ) -> JobSpec:
     """Validate one job's arguments into a JobSpec; raises EnqueueError on the first problem."""
     if max_payload_bytes is None:
         max_payload_bytes = load_settings().max_payload_bytes
-    if unique_key is not None:
-        if not isinstance(unique_key, str) or not unique_key:
-            raise EnqueueError("unique_key must be a non-empty string or None")
-        if len(unique_key) > MAX_UNIQUE_KEY or "\x00" in unique_key:
-            raise EnqueueError(f"unique_key must be at most {MAX_UNIQUE_KEY} characters, without NUL")
-        _require_utf8("unique_key", unique_key)
+    unique_key = _key_text("unique_key", unique_key)
+    lock_key, tenant, version = _flow_fields(queue, payload, lock_key, tenant, version)
     return JobSpec(  # positional: keyword construction of a NamedTuple costs more, per job
         _validate_queue(queue),
         serialize_payload(payload, max_payload_bytes),
@@ -209,6 +239,9 @@ def build_spec(
         _validate_when(run_at, delay),
         unique_key,
         _validate_int("max_attempts", default_max_attempts if max_attempts is None else max_attempts, minimum=1),
+        lock_key,
+        tenant,
+        version,
     )
 
 
@@ -251,8 +284,19 @@ def enqueue(
     delay: float | timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    on_conflict: str = "ignore",
+    lock_key: str | None = None,
+    tenant: str | None = None,
+    version: int | None = None,
 ) -> int | None:
     """Enqueue one job; return its id, or None when unique_key matched a job still in flight.
+
+    `on_conflict` says what a unique_key already in flight does (one race-safe statement each):
+    "ignore" (nothing, None), "bump" (the queued job's run_at becomes the later one; its id),
+    "replace" (the queued job takes this payload and run_at; its id); a running job is never
+    changed (None). `lock_key`: at most one job per key runs at a time, across all workers
+    (default: the task's @task(lock_key=...)). `tenant`: claims take tenants round-robin.
+    `version`: the payload's version (default: the task's @task(version=...), else 1).
 
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
     with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or
@@ -261,26 +305,38 @@ def enqueue(
     """
     raw = None if conn is None else adapters.sync_connection(conn)
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
-        sql, params = _one_job_statement(queue, payload, trace_context, priority=priority, run_at=run_at,
-                                         delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
+                                         run_at=run_at, delay=delay, unique_key=unique_key,
+                                         max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
+                                         version=version)
         rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
 
 
-def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None,
+def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None, on_conflict: str = "ignore",
                        **options: Any) -> tuple[str, dict[str, Any]]:
     """Validate one job and return the INSERT that enqueues it, with its parameters."""
+    if on_conflict not in queries.ON_CONFLICT:
+        raise EnqueueError(f"on_conflict must be one of {', '.join(queries.ON_CONFLICT)}, got {on_conflict!r}")
     settings = producer_settings()
     spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
                       default_max_attempts=_default_attempts(queue, settings), **options)
+    if on_conflict != "ignore" and spec.unique_key is None:
+        raise EnqueueError(f"on_conflict={on_conflict!r} needs a unique_key to conflict on")
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
-              "run_at": spec.run_at, "max_attempts": spec.max_attempts}
+              "run_at": spec.run_at, "max_attempts": spec.max_attempts, "lock_key": spec.lock_key,
+              "tenant": spec.tenant, "version": spec.version}
+    unique = spec.unique_key is not None
+    if unique:
+        params["unique_key"] = spec.unique_key
     if trace_context is not None:  # OpenTelemetry: the enqueuing span's context travels with the row
-        sql = tracing.ENQUEUE_PLAIN_TRACED if spec.unique_key is None else tracing.ENQUEUE_TRACED
-        return sql, {**params, "unique_key": spec.unique_key, "trace_context": trace_context}
-    if spec.unique_key is None:
+        params["trace_context"] = trace_context
+        return queries.enqueue_statement(unique=unique, on_conflict=on_conflict, traced=True), params
+    if not unique:
         return queries.ENQUEUE_PLAIN, params
-    return queries.ENQUEUE, {**params, "unique_key": spec.unique_key}
+    if on_conflict == "ignore":
+        return queries.ENQUEUE, params
+    return queries.enqueue_statement(unique=True, on_conflict=on_conflict), params
 
 
 def enqueue_many(
@@ -291,7 +347,8 @@ def enqueue_many(
     """Enqueue many jobs with one INSERT; return the ids of the jobs inserted.
 
     Each item is `(queue, payload)` or a mapping with the keyword arguments of `enqueue`
-    (queue, payload, priority, run_at, delay, unique_key, max_attempts). Every item is
+    (queue, payload, priority, run_at, delay, unique_key, max_attempts, lock_key, tenant, version;
+    on_conflict is enqueue's alone: collapsed items here are always ignored). Every item is
     validated before anything is sent; jobs collapsed by unique_key are left out of the result.
     `conn` is as for `enqueue`.
     """
@@ -301,7 +358,8 @@ def enqueue_many(
         return []
     # COPY is psycopg 3's; other drivers take the unnest INSERT, which is correct for any size
     if (len(specs) >= COPY_THRESHOLD and (raw is None or isinstance(raw, psycopg.Connection))
-            and all(s.unique_key is None and s.run_at is None for s in specs)):
+            and all(s.unique_key is None and s.run_at is None and s.lock_key is None and s.tenant is None
+                    for s in specs)):
         if raw is not None:
             return _copy_specs(raw, specs)
         with default_pool().connection() as pooled:
@@ -349,6 +407,9 @@ def _many_params(specs: list[JobSpec]) -> dict[str, Any]:
         "run_ats": [s.run_at for s in specs],
         "unique_keys": [s.unique_key for s in specs],
         "max_attempts": [s.max_attempts for s in specs],
+        "lock_keys": [s.lock_key for s in specs],
+        "tenants": [s.tenant for s in specs],
+        "versions": [s.version for s in specs],
     }
 
 
@@ -364,5 +425,6 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
         ids: list[int] = reserved[0] if reserved else []
         with cur.copy(queries.COPY_JOBS) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
-                copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts))
+                copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts,
+                                spec.version))
     return ids

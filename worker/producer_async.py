@@ -67,13 +67,20 @@ async def enqueue_async(
     delay: float | timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    on_conflict: str = "ignore",
+    lock_key: str | None = None,
+    tenant: str | None = None,
+    version: int | None = None,
 ) -> int | None:
-    """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight."""
+    """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight
+    (on_conflict, lock_key, tenant and version as for `enqueue`)."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
-        sql, params = _one_job_statement(queue, payload, trace_context, priority=priority, run_at=run_at,
-                                         delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
+                                         run_at=run_at, delay=delay, unique_key=unique_key,
+                                         max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
+                                         version=version)
         rows = await _execute(conn, sql, params)
     return rows[0][0] if rows else None
 

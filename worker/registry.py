@@ -95,6 +95,15 @@ class Task:
     options: dict[str, Any] = field(default_factory=dict)
     # an `async def` handler: the worker runs it on its event loop thread (worker/async_pool.py)
     is_async: bool = False
+    # payload version this handler takes, and upcasters {from_version: fn(payload) -> next version's}
+    # (worker/versions.py); jobs are stamped with `version` at enqueue
+    version: int = 1
+    upgrade: dict[int, Callable[[Any], Any]] = field(default_factory=dict)
+    # the jobs' lock_key: a fixed string, or a function of the payload (worker/flow.py), or None
+    lock_key: Any = None
+    # global limits declared in code, written to queue_limits when a worker starts (worker/limits.py)
+    concurrency: int | None = None
+    rate: Any = None
 
     def __call__(self, payload: Any, job: JobContext) -> Any:
         if self.wants_job:
@@ -140,6 +149,11 @@ def task(
     *,
     lease: float | None = None,
     max_attempts: int | None = None,
+    version: int = 1,
+    upgrade: dict[int, Callable[[Any], Any]] | None = None,
+    lock_key: str | Callable[[Any], str | None] | None = None,
+    concurrency: int | None = None,
+    rate: float | str | None = None,
     **options: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the handler of `queue`.
@@ -148,9 +162,20 @@ def task(
     `async def`: the worker then awaits it on its own event loop (SKIPLOCK_ASYNC_CONCURRENCY). `lease`
     overrides the lease length for this queue. Extra keywords (e.g. `every="5m"`) are passed to
     option hooks such as recurring schedules; unknown ones are an error.
+    Flow control (issue 15): `version` and `upgrade={1: fn, ...}` version the payload (old jobs are
+    upgraded step by step before the call); `lock_key` (a string or fn(payload)) serializes jobs
+    per key; `concurrency` and `rate` ("100/s", "10/m" or a number per second) are global limits.
     """
     if not isinstance(queue, str) or not queue.strip():
         raise ConfigError("@task needs a non-empty queue name")
+    from skiplock import limits, versions  # they import this module
+
+    upgrades = versions.check_upgrades(queue, version, upgrade)
+    per_second = limits.parse_rate(rate) if rate is not None else None
+    if concurrency is not None:
+        limits.check_concurrency(concurrency)
+    if lock_key is not None and not (callable(lock_key) or (isinstance(lock_key, str) and lock_key)):
+        raise ConfigError(f"@task({queue!r}): lock_key must be a non-empty string or a function of the payload")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         params = inspect.signature(func).parameters
@@ -161,7 +186,8 @@ def task(
             raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
         # a dataclass/pydantic payload is built before the call (worker/typed.py); else `func` itself
         REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options),
-                          is_async=inspect.iscoroutinefunction(func)))
+                          is_async=inspect.iscoroutinefunction(func), version=version, upgrade=upgrades,
+                          lock_key=lock_key, concurrency=concurrency, rate=per_second))
         for key, value in options.items():
             hook = TASK_OPTION_HOOKS.get(key)
             if hook is None:

@@ -36,6 +36,7 @@ from skiplock.config import Settings
 from skiplock.db import describe_db_error, is_connection_error, make_pool
 from skiplock.error_summary import headline
 from skiplock.errors import ConfigError, SchemaMissing
+from skiplock.flow import WorkerFlow
 from skiplock.lanes import ASYNC, Lane, build_lanes
 from skiplock.latency import LatencyRecorder, fold_exited
 from skiplock.listener import Listener
@@ -125,6 +126,7 @@ class Worker:
         self.leases = [self._lease_for(q) for q in self.queues]
         # Claim the JobContext columns only when some handler declares `job` (see core.claim).
         self._wants_context = any(t.wants_job for t in self.tasks.values())
+        self.flow = WorkerFlow(self.tasks)  # versions, tenant cursor, limited queues (worker/flow.py)
         self.worker_id = make_worker_id()
         self.counters = Counters()
         self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
@@ -233,6 +235,7 @@ class Worker:
                 signal.signal(sig, lambda *_: self.request_stop())
         self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
         self._check_schema()
+        self._start_flow()
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
@@ -257,6 +260,16 @@ class Worker:
         if not (found and found[0]):
             self.pool.close()
             raise SchemaMissing()
+
+    def _start_flow(self) -> None:
+        """Write @task-declared limits; a database still down leaves them to the next start."""
+        assert self.pool is not None
+        try:
+            with self.pool.connection() as conn:
+                self.flow.start(conn)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
 
     def _start_threads(self) -> None:
         self.listener = Listener(self.settings.session_url, set(self.queues), self.wake,
@@ -340,7 +353,7 @@ class Worker:
             # claim was made, and the state stays as it was
             if drained and self._waiting.enter():
                 continue  # just registered as a waiter: claim once more, a job may have committed meanwhile
-            self._wake.wait(self.settings.poll_interval)
+            self._wake.wait(self.flow.idle_wait(self.queues, self.settings.poll_interval))
 
     def _claim_or_back_off(self, lane: Lane, want: int) -> list[core.ClaimedJob] | None:
         """Claim for `lane`; on a lost database, wait with a growing back-off and return None."""
@@ -363,7 +376,8 @@ class Worker:
         started = time.perf_counter()
         with self.pool.connection() as conn:
             jobs = core.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
-                              with_context=self._wants_context)
+                              with_context=self._wants_context, **self.flow.claim_options(conn, lane.queues))
+            self.flow.observe(jobs)
             tracing.remember_contexts(conn, [j.id for j in jobs])  # a no-op without OpenTelemetry
         elapsed = time.perf_counter() - started
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
@@ -404,7 +418,7 @@ class Worker:
         started = time.perf_counter()
         context: JobContext | None = None
         try:
-            payload = json.loads(job.payload)  # claimed as text (see _claim)
+            payload = self.flow.upgrade(job, json.loads(job.payload))  # claimed as text (see _claim)
             # the context is built only for handlers that declare `job`: most do not, and it is
             # a frozen dataclass of ten fields, built per job
             context = self._context(job) if task.wants_job else None
@@ -422,7 +436,7 @@ class Worker:
         started = time.perf_counter()
         context: JobContext | None = None
         try:
-            payload = json.loads(job.payload)
+            payload = self.flow.upgrade(job, json.loads(job.payload))
             if task.wants_job:
                 context = self._context(job)
                 await task.func(payload, job=context)
@@ -643,7 +657,7 @@ class Worker:
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
-                "in_flight": len(self._inflight)})
+                "in_flight": len(self._inflight), "task_versions": json.dumps(self.flow.versions())})
             self.latency.save(conn, self.worker_id)
 
     # ---- shutdown ------------------------------------------------------------------------------

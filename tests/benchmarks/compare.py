@@ -40,6 +40,7 @@ from skiplock.bench import (
     wait_for_steady_probes,
     wait_until,
 )
+from tests.benchmarks import flow as flow_bench
 from tests.benchmarks.peers import ASYNC_SLOTS, procrastinate_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -578,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_one(system, "steady", admin_url, sizes, {"rate": rate}, errors)
             if result is not None:
                 results["steady"][system.name] = [result]
+    flow_bench.compare_hook(Path(args.out), admin_url, args.quick, reps, args.only)  # issue 15: flow.md
     with scratch_database(admin_url, prefix="cmp_facts", migrate=False) as url:
         facts = bench.server_facts(url)
     facts.update(versions())
