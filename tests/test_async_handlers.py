@@ -58,7 +58,9 @@ def test_async_concurrency_setting_is_validated():
 @pytest.mark.slow
 def test_two_thousand_async_jobs_drain_with_200_in_flight(conn, spawn_worker, tmp_path: Path):
     record = tmp_path / "in_flight.txt"
-    enqueue_many([("aconc", {"sleep": 0.01})] * 2000)
+    # 0.2 s per job: claims (50 at a time) fill 200 slots long before the first ones finish, even on a
+    # loaded machine; with 10 ms jobs the peak depended on how fast claims ran beside other work
+    enqueue_many([("aconc", {"sleep": 0.2})] * 2000)
     worker = spawn_worker(SKIPLOCK_TASKS=ASYNC, SKIPLOCK_ASYNC_CONCURRENCY="200", ASYNC_RECORD_FILE=str(record))
     wait_for(lambda: left(conn, "aconc") == 0, timeout=120, message="2,000 async jobs drained")
     assert worker.terminate() == 0

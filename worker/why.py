@@ -47,8 +47,20 @@ SELECT j.id, j.queue, j.status::text AS status, j.priority, j.run_at, j.lease_un
            (SELECT count(*) FROM (SELECT 1 FROM jobs a
               WHERE a.queue = j.queue AND a.status = 'queued' AND a.priority = j.priority
                 AND (a.run_at, a.id) < (j.run_at, j.id)
-              LIMIT %(cap)s + 1) s) END AS ahead_same
+              LIMIT %(cap)s + 1) s) END AS ahead_same,
+       -- flow control (migration 009): the job holding its lock key, its queue's limits, and the
+       -- newest payload version a live worker of its queue runs
+       j.lock_key, j.version,
+       (SELECT k.id FROM jobs k WHERE k.lock_key = j.lock_key AND k.status = 'running' AND k.id <> j.id
+         LIMIT 1) AS key_holder,
+       l.concurrency AS limit_concurrency, l.rate AS limit_rate,
+       CASE WHEN l.concurrency IS NOT NULL THEN
+           (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = j.queue) END AS limit_running,
+       (SELECT max((w.task_versions ->> j.queue)::int) FROM workers w
+         WHERE w.last_seen > now() - make_interval(secs => %(live)s) AND w.task_versions ? j.queue)
+           AS worker_version
   FROM jobs j
+  LEFT JOIN queue_limits l ON l.queue = j.queue
   LEFT JOIN paused_queues p ON p.queue = j.queue
  WHERE j.id = %(id)s
 """
@@ -180,6 +192,35 @@ def _behind(f: dict[str, Any]) -> Reason | None:
                   facts={"ahead_higher": higher, "ahead_same": same})
 
 
+def _lock_key(f: dict[str, Any]) -> Reason | None:
+    if f["lock_key"] is None or f["key_holder"] is None:
+        return None
+    return Reason("lock_key", f"Its lock key {f['lock_key']!r} is taken: job {f['key_holder']} with the same key is "
+                  "running, and only one job per key runs at a time. It starts when that one finishes.",
+                  facts={"lock_key": f["lock_key"], "holder": f["key_holder"]})
+
+
+def _limits(f: dict[str, Any]) -> Reason | None:
+    concurrency, running = f["limit_concurrency"], f["limit_running"]
+    if concurrency is not None and running is not None and running >= concurrency:
+        return Reason("concurrency_limit", f"Its queue's concurrency limit is reached: {running} of {concurrency} "
+                      "running across all workers (skiplock queues limit). It starts when one finishes.",
+                      facts={"concurrency": concurrency, "running": running})
+    if f["limit_rate"] is not None:
+        return Reason("rate_limit", f"Its queue is rate-limited to {f['limit_rate']:g} jobs/s across all workers: "
+                      "a backlog is worked off at that rate.", blocking=False, facts={"rate": f["limit_rate"]})
+    return None
+
+
+def _version(f: dict[str, Any]) -> Reason | None:
+    newest = f["worker_version"]
+    if newest is None or f["version"] <= newest:
+        return None
+    return Reason("version", f"Its payload is version {f['version']}, and the live workers of its queue know at most "
+                  f"version {newest}: it waits (no attempt used) for a worker deployed with the newer task.",
+                  facts={"version": f["version"], "worker_version": newest})
+
+
 def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0) -> list[Reason] | None:
     """The reasons job `job_id` is not running now (empty when nothing holds it back); None if no such job."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -193,7 +234,8 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     if f["status"] != "queued":
         return [Reason("finished", f"It is {f['status']}: it will not run again unless it is retried.",
                        blocking=False)]
-    found = [_paused(f, queue), _scheduled(f), _no_worker(f, queue), _behind(f), _busy(f, queue)]
+    found = [_paused(f, queue), _scheduled(f), _no_worker(f, queue), _version(f), _lock_key(f), _limits(f),
+             _behind(f), _busy(f, queue)]
     return [r for r in found if r is not None]
 
 

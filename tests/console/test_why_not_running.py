@@ -122,3 +122,36 @@ def test_unserved_queue_is_flagged_on_the_overview_and_fails_health(admin: Any, 
              message="the worker to drain t2")
     health = admin.get("/health").get_data(as_text=True)
     assert re.search(r'data-check="served queues"[^>]*data-status="ok"', health), health
+
+
+def test_lock_key_taken_and_concurrency_limit_reached(admin: Any, conn: Any, spawn_worker: Any) -> None:
+    from skiplock.limits import set_limit
+    from tests.flow_handlers import FLOW_RUNS
+
+    conn.execute(FLOW_RUNS)
+    holder = enqueue("flow_keyed", {"sleep": 120}, lock_key="account:42")
+    waiting = enqueue("flow_keyed", {"n": 2}, lock_key="account:42")
+    set_limit(conn, "flow_limited", concurrency=1, rate=None, actor="ops")
+    busy = enqueue("flow_limited", {"sleep": 120})
+    capped = enqueue("flow_limited", {"n": 2})
+    spawn_worker(SKIPLOCK_TASKS="tests.flow_handlers", SKIPLOCK_QUEUES="flow_keyed,flow_limited")
+    running = "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND status = 'running'"
+    wait_for(lambda: scalar(conn, running, ([holder, busy],)) == 2, timeout=60, message="both first jobs to start")
+    found = reasons(admin, f"/jobs/{waiting}")
+    assert f"job {holder} with the same key is running" in found["lock_key"], found
+    found = reasons(admin, f"/jobs/{capped}")
+    assert "1 of 1 running across all workers" in found["concurrency_limit"], found
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND status = 'queued'", ([waiting, capped],)) == 2
+
+
+def test_a_payload_newer_than_every_live_worker(admin: Any, conn: Any, spawn_worker: Any) -> None:
+    from tests.flow_handlers import FLOW_RUNS
+
+    conn.execute(FLOW_RUNS)
+    spawn_worker(SKIPLOCK_TASKS="tests.flow_v2", SKIPLOCK_QUEUES="flow_versions")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM workers WHERE task_versions ? 'flow_versions'") == 1,
+             timeout=60, message="the v2 worker's row")
+    job = enqueue("flow_versions", {"first": "Ada", "last": "Lovelace", "extra": 3}, version=3)
+    found = reasons(admin, f"/jobs/{job}")
+    assert "version 3, and the live workers of its queue know at most version 2" in found["version"], found
+    assert scalar(conn, "SELECT attempts FROM jobs WHERE id = %s", (job,)) == 0  # left alone, no attempt used
