@@ -10,8 +10,9 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core, transitions, why
+from skiplock import core, limits, transitions, why
 from skiplock.config import Settings
+from skiplock.errors import ConfigError
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.overview import COUNT_CAP, capped
 from skiplock.webapp.web import audit, page
@@ -178,3 +179,31 @@ def resume(name: str) -> ResponseReturnValue:
         audit("resume queue", 0, conn=conn, queue=queue, changed=changed)
     flash(f"Queue {queue} resumed." if changed else f"Queue {queue} was not paused.")
     return redirect(url_for("queues.show", name=queue), 303)
+
+
+@bp.route("/<path:name>/limit", methods=["POST"])
+def limit(name: str) -> ResponseReturnValue:
+    """Set or clear the queue's global concurrency and rate limits (as `skiplock queues limit` does)."""
+    queue = filters.queue(name) or abort(404)
+    back = url_for("queues.show", name=queue)
+    clear = filters.arg("clear") == "yes"
+    raw_concurrency = (filters.arg("concurrency") or "").strip()
+    raw_rate = (filters.arg("rate") or "").strip()
+    try:
+        concurrency = None if clear or not raw_concurrency else int(raw_concurrency)
+        rate = None if clear or not raw_rate else limits.parse_rate(raw_rate)
+        if concurrency is not None:
+            limits.check_concurrency(concurrency)
+    except (ValueError, ConfigError) as exc:  # a clear message, and nothing changed
+        flash(f"Limits of {queue} not changed: {exc}", "error")
+        return redirect(back, 303)
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
+        limits.set_limit(conn, queue, concurrency=concurrency, rate=rate, actor=str(g.user))
+        audit("limit queue", 0, conn=conn, queue=queue, concurrency=concurrency, rate=rate)
+    if concurrency is None and rate is None:
+        flash(f"Queue {queue} has no global limit now.")
+    else:
+        parts = [f"concurrency {concurrency}" if concurrency else "", f"rate {rate:g}/s" if rate else ""]
+        flash(f"Queue {queue} limited to {' and '.join(p for p in parts if p)} across all workers "
+              "(workers pick it up within a second).")
+    return redirect(back, 303)

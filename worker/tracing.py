@@ -23,21 +23,7 @@ import psycopg
 
 TRACER_NAME = "skiplock"
 
-# The enqueue statements with the trace_context column (worker/queries.py's, plus one column):
-# used only when a span is recording, so the plain statements stay as they are.
-ENQUEUE_PLAIN_TRACED = """
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s,
-        %(trace_context)s::jsonb)
-RETURNING id
-"""
-ENQUEUE_TRACED = """
-INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(unique_key)s,
-        %(max_attempts)s, %(trace_context)s::jsonb)
-ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
-RETURNING id
-"""
+# The traced enqueue statements are built with the others by queries.enqueue_statement.
 TRACE_CONTEXTS = "SELECT id, trace_context FROM jobs WHERE id = ANY(%(ids)s) AND trace_context IS NOT NULL"
 
 _otel: Any = None  # the opentelemetry.trace module, False when it is not installed

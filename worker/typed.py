@@ -159,12 +159,14 @@ class TaskHandle:
 
     def enqueue(self, payload: Any, *, conn: Any = None, priority: int = 0,
                 run_at: datetime | None = None, delay: float | timedelta | None = None,
-                unique_key: str | None = None, max_attempts: int | None = None) -> int | None:
+                unique_key: str | None = None, max_attempts: int | None = None, on_conflict: str = "ignore",
+                lock_key: str | None = None, tenant: str | None = None) -> int | None:
         """skiplock.enqueue on this task's queue, the payload validated first (see the module doc)."""
         from skiplock.producer import enqueue
 
         return enqueue(self.queue, self._serialised(payload), conn=conn, priority=priority, run_at=run_at,
-                       delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+                       delay=delay, unique_key=unique_key, max_attempts=max_attempts, on_conflict=on_conflict,
+                       lock_key=lock_key, tenant=tenant)
 
     def enqueue_many(self, payloads: Iterable[Any], *, conn: Any = None,
                      **options: Any) -> list[int]:
@@ -181,9 +183,12 @@ class TaskHandle:
 
     async def enqueue_async(self, payload: Any, *, conn: Any = None, priority: int = 0,
                             run_at: datetime | None = None, delay: float | timedelta | None = None,
-                            unique_key: str | None = None, max_attempts: int | None = None) -> int | None:
+                            unique_key: str | None = None, max_attempts: int | None = None,
+                            on_conflict: str = "ignore", lock_key: str | None = None,
+                            tenant: str | None = None) -> int | None:
         """skiplock.enqueue_async on this task's queue, the payload validated first."""
         from skiplock.producer_async import enqueue_async
 
         return await enqueue_async(self.queue, self._serialised(payload), conn=conn, priority=priority,
-                                   run_at=run_at, delay=delay, unique_key=unique_key, max_attempts=max_attempts)
+                                   run_at=run_at, delay=delay, unique_key=unique_key, max_attempts=max_attempts,
+                                   on_conflict=on_conflict, lock_key=lock_key, tenant=tenant)

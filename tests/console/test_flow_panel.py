@@ -23,3 +23,23 @@ def test_queue_page_shows_limits_tenants_and_version_mix(admin, conn):
 def test_queue_page_without_flow_control(admin, conn):
     html = admin.get("/queues/t2").get_data(as_text=True)
     assert "No global limit" in html
+
+
+def test_limits_set_and_cleared_from_the_console_and_bad_input_changes_nothing(admin, viewer, conn):
+    assert admin.post("/queues/t1/limit", data={"concurrency": "3", "rate": "50/s"}).status_code == 303
+    assert _limit(conn) == ("t1", 3, 50.0)
+    page = admin.get("/queues/t1").get_data(as_text=True)
+    assert "limited to concurrency 3 and rate 50/s" in page and "concurrency <strong>3</strong>" in page
+    for bad in ({"concurrency": "0"}, {"concurrency": "many"}, {"rate": "fast"}, {"rate": "-5/s"}):
+        assert admin.post("/queues/t1/limit", data=bad).status_code == 303
+        assert "Limits of t1 not changed" in admin.get("/queues/t1").get_data(as_text=True)
+        assert _limit(conn) == ("t1", 3, 50.0)
+    assert viewer.post("/queues/t1/limit", data={"clear": "yes"}).status_code == 403  # read-only login
+    assert admin.post("/queues/t1/limit", data={"clear": "yes"}).status_code == 303
+    assert limits.list_limits(conn) == []
+    assert conn.execute("SELECT count(*) FROM audit_log WHERE action = 'limit queue'").fetchone()[0] == 2
+
+
+def _limit(conn):
+    [row] = limits.list_limits(conn)
+    return row.queue, row.concurrency, row.rate
