@@ -60,6 +60,12 @@ class QueueLimit:
     updated_by: str = ""
 
 
+# Bounds that keep a typo (or a hostile form value) from reaching the database as an overflow:
+# far above any real limit, within int4 and float8.
+MAX_CONCURRENCY = 1_000_000
+MAX_RATE = 1_000_000.0
+
+
 def parse_rate(value: object) -> float:
     """A rate as claims per second: a positive number, or "N/s", "N/m", "N/h".
 
@@ -77,15 +83,15 @@ def parse_rate(value: object) -> float:
         per_second = float(m.group(1)) / unit
     else:
         raise ConfigError(f"rate must be a number per second or like '100/s', got {value!r}")
-    if not math.isfinite(per_second) or per_second <= 0:
-        raise ConfigError(f"rate must be > 0, got {value!r}")
+    if not math.isfinite(per_second) or not 0 < per_second <= MAX_RATE:
+        raise ConfigError(f"rate must be > 0 and at most {MAX_RATE:,.0f}/s, got {value!r}")
     return per_second
 
 
 def check_concurrency(value: object) -> int:
-    """A concurrency limit: a whole number >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"concurrency must be a whole number >= 1, got {value!r}")
+    """A concurrency limit: a whole number from 1 to MAX_CONCURRENCY (the column is a 32-bit int)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise ConfigError(f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY:,}, got {value!r}")
     return value
 
 
