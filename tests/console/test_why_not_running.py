@@ -155,3 +155,19 @@ def test_a_payload_newer_than_every_live_worker(admin: Any, conn: Any, spawn_wor
     found = reasons(admin, f"/jobs/{job}")
     assert "version 3, and the live workers of its queue know at most version 2" in found["version"], found
     assert scalar(conn, "SELECT attempts FROM jobs WHERE id = %s", (job,)) == 0  # left alone, no attempt used
+
+
+def test_a_silent_lease_holder_before_its_lease_runs_out(admin: Any, conn: Any, spawn_worker: Any) -> None:
+    job = enqueue("t4", {"sleep": 600})
+    holder = spawn_worker(SKIPLOCK_QUEUES="t4", SKIPLOCK_LEASE_SECONDS="300")
+    wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job,)) == "running",
+             timeout=60, message="the job to start")
+    holder.kill()
+    # its worker row stops being live after 30 s without a heartbeat; its lease has minutes left
+    wait_for(lambda: scalar(conn, "SELECT last_seen < now() - interval '30 seconds' FROM workers "
+                                  "WHERE id = (SELECT worker_id FROM jobs WHERE id = %s)", (job,)),
+             timeout=90, message="the killed worker's row to go stale")
+    found = reasons(admin, f"/jobs/{job}")
+    assert "holder_silent" in found, found
+    assert "last heartbeated" in found["holder_silent"] and "its lease ends at" in found["holder_silent"]
+    assert "No worker is live to run the reaper" in found["holder_silent"]
