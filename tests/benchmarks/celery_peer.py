@@ -40,6 +40,8 @@ QUEUE = "bench"
 # racing a fill that takes seconds. kombu keeps a priority-0 queue as a Redis list of that name.
 STAGING = "bench_fill"
 READY_KEY = "bench:ready"  # each worker INCRs it once its consumer is running
+# Flags of every worker: heartbeats, gossip and mingle are cluster events a benchmark does not need.
+WORKER_FLAGS = ["--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"]
 
 app = Celery("skiplock_bench", broker=BROKER, set_as_current=False)
 app.conf.update(
@@ -101,7 +103,7 @@ def workers(processes: int, pool: str = "solo", concurrency: int = 1, probe_port
     procs = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.benchmarks.celery_peer", "worker",
                                f"--pool={pool}", f"--concurrency={concurrency}", "-Q", QUEUE,
                                "-n", f"bench{i}@%h",  # two workers on one host need distinct node names
-                               "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"],
+                               *WORKER_FLAGS],
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for i in range(processes)]
     try:
