@@ -1,8 +1,9 @@
-"""Side-by-side benchmark: skiplock, PgQueuer, Procrastinate and the raw-SQL ceiling, one run.
+"""Side-by-side benchmark: skiplock, PgQueuer, Procrastinate, Celery+Redis and the raw-SQL ceiling, one run.
 
     python -m tests.benchmarks.compare [--quick] [--reps 3] [--out tests/benchmarks/results]
 
-Needs the `bench` extra (pgqueuer + asyncpg, procrastinate, matplotlib) and pgbench. Every
+Needs the `bench` extra (pgqueuer + asyncpg, procrastinate, celery[redis], matplotlib), pgbench and a
+Redis on 127.0.0.1:6379 (tests/benchmarks/celery_peer.py says which database it flushes). Every
 (workload, repetition, system) gets its own fresh database on DATABASE_URL's server (default
 postgresql://postgres@127.0.0.1:5432/postgres); systems alternate within each repetition and the
 order rotates between repetitions, so a drift of the shared machine hits all of them alike.
@@ -433,6 +434,53 @@ class RawPsycopg(System):
         return self._drain(url, s["drain"], 2)
 
 
+
+class CeleryRedis(System):
+    """Celery 5 on the Redis broker, no result backend, `--pool=solo` (tests/benchmarks/celery_peer.py).
+
+    One single-threaded worker process per process of the workload. Redis is not PostgreSQL: the
+    fresh database run_one makes goes unused; each workload flushes its own Redis database instead.
+    """
+
+    name = "celery-redis"
+    migrate_skiplock = False
+
+    def enqueue_p1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().enqueue_single(s["single"], 1)
+
+    def enqueue_p4(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().enqueue_single(s["single"], 4)
+
+    def bulk(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().enqueue_bulk(s["bulk"])
+
+    def drain_w1(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().drain(s["drain"], 1)
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().drain(s["drain"], 2)
+
+    def latency(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().pickup_latency(s["latency"])
+
+
+class CeleryRedisPrefork(System):
+    """Celery's default pool for the 2-process drain: one worker, `--pool=prefork -c 2`."""
+
+    name = "celery-redis-prefork"
+    migrate_skiplock = False
+
+    def drain_w2(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return celery_peer().drain(s["drain"], 1, "prefork", concurrency=2)
+
+
+def celery_peer() -> Any:
+    """tests.benchmarks.celery_peer, imported on first use: a run without Celery systems needs no Celery."""
+    from tests.benchmarks import celery_peer as module
+
+    return module
+
+
 # RAW_CLAIM and RAW_DELETE in pgbench's dialect: the claimed ids travel as one array variable.
 PGBENCH_SCRIPT = (
     "WITH c AS (SELECT id FROM jobs WHERE queue = 'skiplock_bench' AND status = 'queued' AND run_at <= now() "
@@ -551,7 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (1 if args.quick else 3)
     admin_url = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
     systems: list[System] = [Skiplock(), PgQueuer(10, with_enqueue=True), PgQueuer(50, with_enqueue=False),
-                             Procrastinate(), RawPsycopg(), PgBench()]
+                             Procrastinate(), RawPsycopg(), PgBench(), CeleryRedis(),
+                             CeleryRedisPrefork()]
     if args.systems:
         systems = [s for s in systems if s.name in args.systems.split(",")]
     workloads = [w for w in WORKLOADS if not args.only or w in args.only.split(",")]
@@ -606,6 +655,12 @@ def versions() -> dict[str, str]:
 
     found = {name: version(name) for name in ("pgqueuer", "asyncpg", "procrastinate", "psycopg", "matplotlib")}
     found["pgbench"] = subprocess.run(["pgbench", "--version"], capture_output=True, text=True).stdout.strip()
+    try:
+        from tests.benchmarks import celery_peer
+
+        found.update(celery=version("celery"), kombu=version("kombu"), redis_server=celery_peer.server_version())
+    except ImportError:  # the bench extra without Celery: its runs failed and are listed as errors
+        found.update(celery="not installed", kombu="-", redis_server="-")
     return found
 
 

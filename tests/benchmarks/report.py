@@ -6,7 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "raw-psycopg", "pgbench"]
+SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "celery-redis", "celery-redis-prefork",
+           "raw-psycopg", "pgbench"]
 THROUGHPUT = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "recipe", "drain_async"]
 
 
@@ -58,6 +59,13 @@ def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     p50 = _median(results, "latency", "skiplock", "p50_ms")
     rows.append(("pickup p50 < 2 ms", f"{p50:.2f} ms" if p50 is not None else "not measured",
                  "-" if p50 is None else ("yes" if p50 < 2 else "no")))
+    # Celery+Redis, the anchor a user would pick instead (issue 19): its best pool for the drain
+    best_celery = max(filter(None, [_median(results, "drain_w2", "celery-redis"),
+                                    _median(results, "drain_w2", "celery-redis-prefork")]), default=None)
+    add("drain 2 proc: skiplock / best Celery+Redis >= 1", _median(results, "drain_w2", "skiplock"), best_celery, 1.0)
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+        add(f"pickup {label}: skiplock / Celery+Redis <= 1", _median(results, "latency", "skiplock", key),
+            _median(results, "latency", "celery-redis", key), 1.0, higher=False)
     add("recipe: skiplock / envelope >= 0.85", _median(results, "recipe", "skiplock", "of_envelope"), 1.0, 0.85)
     for p in ("1", "4"):
         add(f"enqueue 1/txn, {p} producer(s): skiplock / raw INSERT >= 0.9",
@@ -78,7 +86,9 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
         f"PostgreSQL {facts['server_version']} on loopback, synchronous_commit={facts['synchronous_commit']}, "
         f"fsync={facts['fsync']}, shared_buffers={facts['shared_buffers']}. "
         f"Python {facts['python']}, psycopg {facts['psycopg']}, pgqueuer {facts['pgqueuer']} "
-        f"(asyncpg {facts['asyncpg']}), procrastinate {facts['procrastinate']}, {facts['pgbench']}. "
+        f"(asyncpg {facts['asyncpg']}), procrastinate {facts['procrastinate']}, "
+        + (f"celery {facts['celery']} (kombu {facts['kombu']}, {facts['redis_server']}), " if "celery" in facts else "")
+        + f"{facts['pgbench']}. "
         f"Median of {facts['repetitions']} repetitions (min-max), a fresh database per system and repetition, "
         f"systems alternating. Whole run: {facts['wall_seconds']} s.",
         "",
@@ -116,9 +126,10 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
               + " (Procrastinate drains drain_slow jobs; it is ~40x slower).",
               "", "A drain ends: for skiplock when job_stats has counted every ack (each ack batch updates it "
               "in the transaction that deletes its jobs; the table is then checked empty), for PgQueuer and "
-              "Procrastinate when their job table is empty (polled every 5 ms), for the raw loop and pgbench "
-              "when their processes exit on an empty claim. The steady state and the seed recipe time every "
-              "10th job."]
+              "Procrastinate when their job table is empty (polled every 5 ms), for Celery when its Redis queue "
+              "is empty and no message is unacked (polled every 5 ms; early acks, so every task has started), "
+              "for the raw loop and pgbench when their processes exit on an empty claim. The steady state and "
+              "the seed recipe time every 10th job."]
     return "\n".join(lines) + "\n"
 
 
