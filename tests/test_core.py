@@ -111,14 +111,14 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
     [stolen] = _claim(db_url, "new")
     assert stolen.id == job_id and stolen.attempts == 2
     # the old worker finishes late: its ack must not touch the job the new worker owns
-    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "ok")], keep_history=False)
+    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "ok")], history="delete")
     assert written == set()
     assert conn.execute("SELECT status, worker_id FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
         "running", "new")
     # nor can a late failure report overwrite it
-    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "dead", error="late")], keep_history=False)
+    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "dead", error="late")], history="delete")
     assert written == set()
-    assert core.ack_batch(conn, "new", [Outcome(job_id, "t1", 2, "ok")], keep_history=False) == {job_id}
+    assert core.ack_batch(conn, "new", [Outcome(job_id, "t1", 2, "ok")], history="delete") == {job_id}
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 
@@ -151,7 +151,7 @@ def test_ack_batch_writes_every_outcome_kind_in_one_statement(db_url, conn):
     _claim(db_url, "w", limit=4)
     outcomes = [Outcome(ids[0], "t1", 1, "ok"), Outcome(ids[1], "t1", 1, "queued", delay=60, error="boom"),
                 Outcome(ids[2], "t1", 1, "dead", error="gone"), Outcome(ids[3], "t1", 1, "failed", error="nope")]
-    assert core.ack_batch(conn, "w", outcomes, keep_history=False) == set(ids)
+    assert core.ack_batch(conn, "w", outcomes, history="delete") == set(ids)
     rows = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, status::text, run_at > now() + interval '50 seconds', finished_at IS NOT NULL, last_error "
         "FROM jobs")}
@@ -166,7 +166,7 @@ def test_ack_batch_writes_every_outcome_kind_in_one_statement(db_url, conn):
 def test_keep_history_stores_succeeded(db_url, conn):
     job_id = enqueue("t1", {})
     _claim(db_url, "w")
-    assert core.ack_batch(conn, "w", [Outcome(job_id, "t1", 1, "ok")], keep_history=True) == {job_id}
+    assert core.ack_batch(conn, "w", [Outcome(job_id, "t1", 1, "ok")], history="keep") == {job_id}
     assert conn.execute("SELECT status::text, finished_at IS NOT NULL, lease_until FROM jobs").fetchone() == (
         "succeeded", True, None)
 
@@ -185,7 +185,7 @@ def test_operator_transitions(db_url, conn):
     queued = enqueue("t1", {})
     later = enqueue("t1", {}, delay=3600)
     _claim(db_url, "w", limit=1)
-    core.ack_batch(conn, "w", [Outcome(dead, "t1", 1, "dead", error="x")], keep_history=False)
+    core.ack_batch(conn, "w", [Outcome(dead, "t1", 1, "dead", error="x")], history="delete")
     # retry resets attempts and makes it ready now
     assert core.retry_finished(conn, [dead, queued]) == [dead]
     assert conn.execute("SELECT status::text, attempts FROM jobs WHERE id = %s", (dead,)).fetchone() == ("queued", 0)

@@ -104,5 +104,5 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
             assert "TID Cond: (ctid = f.ctid)" in plan, plan
         conn.execute("RESET ALL")
         # and the statements still do their job: the fence holds for the owner only
-        assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == set()
-        assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], keep_history=False) == {ids[0]}
+        assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == set()
+        assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == {ids[0]}

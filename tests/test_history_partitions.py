@@ -50,7 +50,7 @@ def test_ack_moves_successes_to_history_in_one_statement(conn):
     written = core.ack_batch(conn, "w-h", [
         core.Outcome(ids[0], "h1", 1, "ok"), core.Outcome(ids[1], "h1", 1, "ok"),
         core.Outcome(ids[2], "h1", 1, "queued", delay=60, error="try again"),
-    ], keep_history=False, partitioned_history=True)
+    ], history="partitioned")
     assert written == set(ids)
     assert conn.execute("SELECT id, status FROM jobs").fetchall() == [(ids[2], "queued")]
     rows = conn.execute("SELECT id, status, payload, attempts, worker_id, finished_at IS NOT NULL, "
@@ -60,8 +60,7 @@ def test_ack_moves_successes_to_history_in_one_statement(conn):
                     (ids[1], "succeeded", {"i": 1}, 1, "w-h", True, this_month)]
     assert conn.execute("SELECT sum(completed), sum(retried) FROM job_stats").fetchone() == (2, 1)
     # the fence still holds: a second ack of the same ids writes nothing and moves nothing
-    assert core.ack_batch(conn, "w-h", [core.Outcome(ids[0], "h1", 1, "ok")], keep_history=False,
-                          partitioned_history=True) == set()
+    assert core.ack_batch(conn, "w-h", [core.Outcome(ids[0], "h1", 1, "ok")], history="partitioned") == set()
     assert scalar(conn, "SELECT count(*) FROM jobs_history") == 2
 
 

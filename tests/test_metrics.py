@@ -48,7 +48,7 @@ def test_queue_gauges_and_totals_match_the_database(conn, db_url):
     written = core.ack_batch(conn, "w-test", [
         core.Outcome(claimed[0].id, "m1", 1, "dead", error="boom"),
         core.Outcome(claimed[1].id, "m1", 1, "ok"),
-    ], keep_history=False)
+    ], history="delete")
     assert len(written) == 2
     core.pause_queue(conn, "m2", "test")
 

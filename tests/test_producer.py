@@ -42,7 +42,7 @@ def test_unique_key_collapses_while_in_flight_and_frees_after_finish(db_url, con
     with psycopg.connect(db_url, autocommit=True) as c:
         core.claim(c, "w", ["t1"], [30.0], 1)
     assert enqueue("t1", {}, unique_key="invoice:7") is None
-    core.ack_batch(conn, "w", [core.Outcome(first, "t1", 1, "ok")], keep_history=True)
+    core.ack_batch(conn, "w", [core.Outcome(first, "t1", 1, "ok")], history="keep")
     second = enqueue("t1", {}, unique_key="invoice:7")
     assert second is not None and second != first
 

@@ -115,7 +115,7 @@ def test_a_finished_job_is_never_enqueued_again_for_its_slot(conn, pool):
     wait_for(lambda: scalar(conn, "SELECT now() >= %s", (fire_at,)), timeout=5, message="the slot to fire")
     [claimed] = core.claim(conn, "test-worker", ["rq"], [30.0], 10)
     assert claimed.id == job_id
-    assert core.ack_batch(conn, "test-worker", [core.Outcome(job_id, "rq", 1, "ok")], keep_history=False) == {job_id}
+    assert core.ack_batch(conn, "test-worker", [core.Outcome(job_id, "rq", 1, "ok")], history="delete") == {job_id}
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0  # finished and gone: the in-flight index forgot the key
     # A pass that plans this slot again (head reset by a resume or a change, on a worker whose
     # clock is behind) finds the durable slot row and enqueues nothing for it.

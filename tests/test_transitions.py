@@ -26,7 +26,7 @@ def _claimed(conn: psycopg.Connection, queue: str) -> core.ClaimedJob:
 def _finish(conn: psycopg.Connection, queue: str, status: str, error: str | None) -> int:
     job = _claimed(conn, queue)
     written = core.ack_batch(conn, WORKER, [core.Outcome(job.id, job.queue, job.attempts, status, error=error)],
-                             keep_history=True)
+                             history="keep")
     assert written == {job.id}
     return job.id
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import psycopg.conninfo
 
 from skiplock.errors import ConfigError
+from skiplock.status import HistoryMode
 
 T = TypeVar("T")
 
@@ -74,11 +75,11 @@ class Settings:
         return max(shortest / 3.0, 0.05)
 
     @property
-    def history(self) -> str:
-        """Where succeeded jobs go: 'delete', 'keep' (stay in jobs) or 'partitioned' (jobs_history)."""
-        if self.history_mode == "delete" and self.keep_history:
-            return "keep"  # SKIPLOCK_KEEP_HISTORY=true alone still means keep
-        return self.history_mode
+    def history(self) -> HistoryMode:
+        """Where succeeded jobs go: delete, keep (stay in jobs) or partitioned (jobs_history)."""
+        if self.history_mode == HistoryMode.DELETE and self.keep_history:
+            return HistoryMode.KEEP  # SKIPLOCK_KEEP_HISTORY=true alone still means keep
+        return HistoryMode(self.history_mode)
 
     def require_database_url(self) -> str:
         """The DATABASE_URL, or a ConfigError saying how to set it."""

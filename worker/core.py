@@ -18,7 +18,7 @@ from skiplock import attempts, queries
 from skiplock.error_summary import summarize
 from skiplock.errors import InvalidTransition
 from skiplock.snooze import snooze_batch
-from skiplock.status import JobStatus
+from skiplock.status import HistoryMode, JobStatus, OutcomeStatus
 
 log = logging.getLogger("skiplock.core")
 
@@ -53,7 +53,7 @@ class Outcome(NamedTuple):
     job_id: int
     queue: str
     attempt: int  # the run this outcome belongs to: the fence refuses a result of an older run
-    status: str  # 'ok' | 'queued' (retry) | 'dead' | 'failed' | 'snoozed' (queued, attempt given back)
+    status: str  # an OutcomeStatus (skiplock/status.py): ok, queued (retry), dead, failed, snoozed
     delay: float = 0.0  # seconds until the retry, for status 'queued' or 'snoozed'
     error: str | None = None
     duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
@@ -143,28 +143,33 @@ def heartbeat(
     return {row[0] for row in rows}
 
 
+# The ack statement of each history mode: they differ only in what a success does.
+_ACK_BY_HISTORY = {HistoryMode.DELETE: queries.ACK_BATCH, HistoryMode.KEEP: queries.ACK_BATCH_KEEP,
+                   HistoryMode.PARTITIONED: queries.ACK_BATCH_TO_HISTORY}
+
+
 def ack_batch(
-    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *, keep_history: bool,
-    partitioned_history: bool = False,
+    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *,
+    history: HistoryMode | str = HistoryMode.DELETE,
 ) -> set[int]:
     """running -> deleted/succeeded/queued/dead/failed for a batch, fenced on this worker and run.
 
     Returns the ids actually written. An id missing from it lost its lease (reaped and maybe
     re-claimed, elsewhere or by this very worker as a newer attempt): its result is dropped,
     never written over the run that owns the job now.
-    With `partitioned_history`, successes are moved to jobs_history instead of deleted.
+    `history` says what a success does: delete the row, keep it as succeeded, or move it to jobs_history.
     """
     if not outcomes:
         return set()
     snoozed: set[int] = set()
-    if any(o.status == "snoozed" for o in outcomes):
+    if any(o.status == OutcomeStatus.SNOOZED for o in outcomes):
         # rare, so a statement of their own keeps the hot ack statement as it is (worker/snooze.py)
-        snoozed = snooze_batch(conn, worker_id, [o for o in outcomes if o.status == "snoozed"])
-        outcomes = [o for o in outcomes if o.status != "snoozed"]
+        snoozed = snooze_batch(conn, worker_id, [o for o in outcomes if o.status == OutcomeStatus.SNOOZED])
+        outcomes = [o for o in outcomes if o.status != OutcomeStatus.SNOOZED]
         if not outcomes:
             return snoozed
-    ok = [o for o in outcomes if o.status == "ok"]
-    errors = [o for o in outcomes if o.status != "ok"]
+    ok = [o for o in outcomes if o.status == OutcomeStatus.OK]
+    errors = [o for o in outcomes if o.status != OutcomeStatus.OK]
     attempts.record(conn, worker_id, [o for o in errors if o.error])  # history of errors (worker/attempts.py)
     params = {
         "worker_id": worker_id,
@@ -172,7 +177,7 @@ def ack_batch(
         "ok_attempts": number_array([o.attempt for o in ok]),
         "err_ids": number_array([o.job_id for o in errors]),
         "err_attempts": number_array([o.attempt for o in errors]),
-        "err_status": [o.status for o in errors],
+        "err_status": [str(o.status) for o in errors],
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
@@ -180,13 +185,7 @@ def ack_batch(
     summaries = [summarize(o.error) for o in errors]
     params["err_headline"] = [h for h, _ in summaries]
     params["err_group"] = [g for _, g in summaries]
-    if keep_history:
-        statement = queries.ACK_BATCH_KEEP
-    elif partitioned_history:
-        statement = queries.ACK_BATCH_TO_HISTORY
-    else:
-        statement = queries.ACK_BATCH
-    rows = conn.execute(statement, params).fetchall()
+    rows = conn.execute(_ACK_BY_HISTORY[HistoryMode(history)], params).fetchall()
     return {row[0] for row in rows} | snoozed
 
 
@@ -197,8 +196,7 @@ def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: st
     with one success and no failures; plain lists, so any driver (asyncpg too) can bind them.
     It returns the job's id when this run still owned the job, no row otherwise.
     """
-    statement = {"keep": queries.ACK_BATCH_KEEP, "partitioned": queries.ACK_BATCH_TO_HISTORY}.get(
-        history, queries.ACK_BATCH)
+    statement = _ACK_BY_HISTORY[HistoryMode(history)]
     return statement, {"worker_id": worker_id, "ok_ids": [job_id], "ok_attempts": [attempt],
                        "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": [],
                        "err_headline": [], "err_group": []}

@@ -44,6 +44,7 @@ from skiplock.maintenance import add_service, build_scheduler
 from skiplock.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.reaper import Reaper
 from skiplock.registry import REGISTRY, JobContext, Registry, Task
+from skiplock.status import HistoryMode, OutcomeStatus
 from skiplock.waiting import Waiting
 
 log = logging.getLogger("skiplock.worker")
@@ -317,7 +318,7 @@ class Worker:
                 fold_exited(conn)
 
         add_service(self.scheduler, "latency-fold", fold, 600.0)
-        if self.settings.history == "partitioned":
+        if self.settings.history == HistoryMode.PARTITIONED:
             from skiplock.history import HistoryPartitions
 
             add_service(self.scheduler, "history-partitions",
@@ -582,8 +583,7 @@ class Worker:
             started = time.perf_counter()
             with self._row_writes, self.pool.connection() as conn:
                 written = core.ack_batch(conn, self.worker_id, outcomes,
-                                         keep_history=self.settings.history == "keep",
-                                         partitioned_history=self.settings.history == "partitioned")
+                                         history=self.settings.history)
                 # forget the ids before a heartbeat can run: it would otherwise find the rows gone
                 # and report leases lost for jobs that were just acked
                 with self._lock:
@@ -777,4 +777,6 @@ def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float)
             "duration_ms": round(duration_ms, 2)}
 
 
-_COUNTER = {"ok": "succeeded", "queued": "retried", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}
+# Each outcome's counter (Counters' field names).
+_COUNTER: dict[str, str] = {OutcomeStatus.OK: "succeeded", OutcomeStatus.RETRY: "retried", OutcomeStatus.DEAD: "dead",
+            OutcomeStatus.FAILED: "failed", OutcomeStatus.SNOOZED: "snoozed"}

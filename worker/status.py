@@ -38,3 +38,21 @@ class JobStatus(StrEnum):
 # A worker whose row was refreshed within this many seconds is live (it refreshes every 5 s): the
 # console, /metrics, the doctor and "why isn't this job running" all count live workers by it.
 LIVE_WORKER_SECONDS = 30.0
+
+
+class OutcomeStatus(StrEnum):
+    """What a run's result does to its job (core.Outcome.status); the ack statement takes these values."""
+
+    OK = "ok"  # succeeded: deleted, kept or moved, per the HistoryMode
+    RETRY = "queued"  # failed with attempts left: queued again after its backoff
+    DEAD = "dead"  # failed for good: attempts exhausted, PermanentFailure, or a lease lost on the last attempt
+    FAILED = "failed"  # finished unsuccessfully on purpose (Discard)
+    SNOOZED = "snoozed"  # queued again later, the attempt given back (Snooze)
+
+
+class HistoryMode(StrEnum):
+    """Where a succeeded job goes (SKIPLOCK_HISTORY_MODE)."""
+
+    DELETE = "delete"  # deleted with its ack: least write amplification (the default)
+    KEEP = "keep"  # stays in jobs as 'succeeded' until the pruner removes it
+    PARTITIONED = "partitioned"  # moved to the monthly-partitioned jobs_history in the ack statement

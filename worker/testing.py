@@ -122,8 +122,7 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             tracing.start_run(job.id, job.queue, job.attempts)
             outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap)
             tracing.end_run(outcome.status, outcome.error)
-            core.ack_batch(db, worker_id, [outcome], keep_history=settings.history == "keep",
-                           partitioned_history=settings.history == "partitioned")
+            core.ack_batch(db, worker_id, [outcome], history=settings.history)
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
                                    outcome.error, outcome.delay if outcome.status in ("queued", "snoozed") else None))
 

@@ -117,7 +117,7 @@ def probe_claims(conn: psycopg.Connection, n: int = 20) -> list[float]:
         times.append((time.perf_counter() - started) * 1000)
         if jobs:
             outcomes = [core.Outcome(j.id, QUEUE, j.attempts, "ok") for j in jobs]
-            core.ack_batch(conn, "soak-probe", outcomes, keep_history=False)
+            core.ack_batch(conn, "soak-probe", outcomes, history="delete")
     return times
 
 

@@ -31,7 +31,7 @@ def test_late_ack_from_a_replaced_worker_is_refused(conn, db_url):
     expire_and_reap(conn, job)
     with psycopg.connect(db_url, autocommit=True) as other:
         claim_one(other, "worker-b", 30)
-    written = core.ack_batch(conn, "worker-a", [core.Outcome(job, "t1", 1, "ok")], keep_history=False)
+    written = core.ack_batch(conn, "worker-a", [core.Outcome(job, "t1", 1, "ok")], history="delete")
     assert written == set()
     assert conn.execute("SELECT status::text, worker_id FROM jobs WHERE id = %s", (job,)).fetchone() == (
         "running", "worker-b")
@@ -44,7 +44,7 @@ def test_late_ack_of_an_earlier_attempt_by_the_same_worker_is_refused(conn):
     second = claim_one(conn, "worker-a", 30)  # the same process claims it again: attempt 2 now runs
     assert second.attempts == 2
     stale = core.Outcome(job, "t1", 1, "queued", delay=0, error="attempt 1 failed late")
-    written = core.ack_batch(conn, "worker-a", [stale], keep_history=False)
+    written = core.ack_batch(conn, "worker-a", [stale], history="delete")
     # attempt 1's failure must not send the job back to queued while attempt 2 still runs
     assert written == set()
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job,)) == "running"
