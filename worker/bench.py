@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from skiplock import queries
 from skiplock.cli import command
 from skiplock.config import load_settings
 
@@ -78,9 +79,10 @@ def server_facts(url: str) -> dict[str, Any]:
 
 def clear_jobs(url: str) -> None:
     """Empty the bench queue's rows and stats so the next workload starts from nothing."""
+    from skiplock import core
+
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DELETE FROM jobs WHERE queue = %s", (BENCH_QUEUE,))
-        conn.execute("DELETE FROM job_stats WHERE queue = %s", (BENCH_QUEUE,))
+        core.delete_queue(conn, BENCH_QUEUE)
         conn.execute("VACUUM ANALYZE jobs")
 
 
@@ -286,8 +288,7 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
     def body(n: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             for i in range(n):
-                conn.execute("INSERT INTO jobs (queue, payload) VALUES (%s, %s::jsonb)",
-                             (BENCH_QUEUE, json.dumps({"n": i})))
+                conn.execute(queries.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
 
     elapsed = _run_threads(_split(jobs, producers), body)
     return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
@@ -307,11 +308,14 @@ def enqueue_bulk(url: str, jobs: int) -> dict[str, Any]:
     return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
 
 
-def seed_jobs(url: str, jobs: int, payload_sql: str = "'{}'::jsonb", priority_sql: str = "0") -> float:
-    """Insert `jobs` ready jobs with one SQL statement (the seed's way); return the commit time."""
+def seed_jobs(url: str, jobs: int, *, recipe: bool = False) -> float:
+    """Insert `jobs` ready jobs with one SQL statement (the seed's way); return the commit time.
+
+    `recipe`: seed 000's mix, random priorities and 2-5 ms handlers, every PROBE_EVERY-th job a probe."""
+    from skiplock import core
+
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"INSERT INTO jobs (queue, priority, payload) SELECT %s, {priority_sql}, {payload_sql} "
-                     "FROM generate_series(1, %s) g", (BENCH_QUEUE, jobs))
+        core.seed_ready_jobs(conn, BENCH_QUEUE, jobs, recipe=recipe, probe_every=PROBE_EVERY)
         return time.monotonic()
 
 
@@ -356,14 +360,13 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
 
     side = BENCH_QUEUE + "_rtt"
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO jobs (queue, payload) SELECT %s, '{}' FROM generate_series(1, %s)",
-                     (side, batch * samples))
+        core.seed_ready_jobs(conn, side, batch * samples)
         times = []
         for _ in range(samples):
             started = time.perf_counter()
             core.claim(conn, "bench-rtt", [side], [30.0], batch)
             times.append(time.perf_counter() - started)
-        conn.execute("DELETE FROM jobs WHERE queue = %s", (side,))
+        core.delete_queue(conn, side)
     return statistics.median(times)
 
 
@@ -377,9 +380,7 @@ def recipe(url: str, jobs: int = 100_000, parallelism: int = 32, batch: int = 50
         with skiplock_workers(url, processes, probe.port, concurrency=parallelism // processes,
                               batch_size=batch):
             seeded_wall = time.time()
-            payload = (f"CASE WHEN g %% {PROBE_EVERY} = 0 THEN jsonb_build_object('s', 1, 'p', g) "
-                       "ELSE jsonb_build_object('s', 1) END")
-            committed = seed_jobs(url, jobs, payload, "(random()*10)::int")
+            committed = seed_jobs(url, jobs, recipe=True)
             done = wait_acked(url, jobs, timeout=max(120.0, jobs / 200))
             with psycopg.connect(url, autocommit=True) as conn:
                 reaped = conn.execute("SELECT coalesce(sum(reaped), 0) FROM job_stats").fetchone()[0]  # type: ignore[index]

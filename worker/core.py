@@ -332,3 +332,19 @@ def prune_stats(conn: psycopg.Connection, older_than: float, limit: int) -> int:
     """Pruner: fold up to `limit` per-minute stats rows older than `older_than` seconds into the totals."""
     row = conn.execute(queries.PRUNE_STATS, {"older_than": older_than, "limit": limit}).fetchone()
     return int(row[0]) if row else 0
+
+
+# ---- bulk helpers for the benchmarks (skiplock bench, tests/benchmarks) ----------------------------
+
+
+def seed_ready_jobs(conn: psycopg.Connection, queue: str, n: int, *, recipe: bool = False,
+                    probe_every: int = 0) -> None:
+    """Insert `n` ready jobs in one statement (seed 000's way); `recipe`: random priorities, 2-5 ms payloads."""
+    conn.execute(queries.SEED_READY_JOBS, {"queue": queue, "n": n, "recipe": recipe, "probe_every": probe_every})
+
+
+def delete_queue(conn: psycopg.Connection, queue: str) -> int:
+    """Delete every job and stats row of `queue` (a benchmark's scratch queue); returns the jobs deleted."""
+    deleted = conn.execute(queries.DELETE_QUEUE_JOBS, {"queue": queue}).rowcount
+    conn.execute(queries.DELETE_QUEUE_STATS, {"queue": queue})
+    return deleted

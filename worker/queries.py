@@ -620,3 +620,26 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone
 """
+
+# ---- bulk statements for `skiplock bench` and tests/benchmarks -----------------------------------
+# The benchmark writes jobs through these, beside the core's, not with SQL of its own.
+
+# The documented plain-SQL producer's INSERT (README "Enqueueing from any language"): the floor
+# that enqueue() is measured against.
+SQL_PRODUCER_INSERT = "INSERT INTO jobs (queue, payload) VALUES (%(queue)s, %(payload)s::jsonb)"
+
+# %(n)s ready jobs in one statement, the seed's way. With %(recipe)s: random priorities 0-10 and
+# payload {"s": 1} (a 2-5 ms handler), {"s": 1, "p": g} on every %(probe_every)s-th job (a probe).
+SEED_READY_JOBS = """
+INSERT INTO jobs (queue, priority, payload)
+SELECT %(queue)s,
+       CASE WHEN %(recipe)s THEN (random() * 10)::int ELSE 0 END,
+       CASE WHEN NOT %(recipe)s THEN '{}'::jsonb
+            WHEN %(probe_every)s > 0 AND g %% %(probe_every)s = 0 THEN jsonb_build_object('s', 1, 'p', g)
+            ELSE jsonb_build_object('s', 1) END
+  FROM generate_series(1, %(n)s) g
+"""
+
+# Every job and stats row of one queue (a benchmark's scratch queue), whatever their state.
+DELETE_QUEUE_JOBS = "DELETE FROM jobs WHERE queue = %(queue)s"
+DELETE_QUEUE_STATS = "DELETE FROM job_stats WHERE queue = %(queue)s"
