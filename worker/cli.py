@@ -24,7 +24,8 @@ log = logging.getLogger("skiplock.cli")
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
-def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]):
+def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]
+            ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     """Register `skiplock NAME`; the decorated function gets the parsed args and returns an exit code."""
 
     def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
