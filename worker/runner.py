@@ -49,7 +49,11 @@ log = logging.getLogger("skiplock.worker")
 
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
-ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before their jobs are released
+ASYNC_CANCEL_SECONDS = 5.0
+# A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
+# wakes its claim loop within about this long. Registering as a waiter on each short claim would
+# make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
+WOKEN_BY_FINISH_SECONDS = 0.005  # how long cancelled coroutines get to unwind before their jobs are released
 
 
 def make_worker_id() -> str:
@@ -261,7 +265,7 @@ class Worker:
     def _start_threads(self) -> None:
         self.listener = Listener(self.settings.session_url, set(self.queues), self.wake,
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
-                                 on_connect=self._waiting.forget)
+                                 on_connect=self._waiting.forget, on_taken=self._waiting.taken)
         self.listener.start()
         for target, name in ((self._acker_loop, "skiplock-acker"),
                              (self._heartbeat_loop, "skiplock-heartbeat")):
@@ -329,13 +333,20 @@ class Worker:
             if backed_off:
                 continue
             if claimed_full:
-                self._waiting.leave()  # a backlog: no wake-ups needed, so producers send no NOTIFY
-                continue  # more may be ready: claim again as soon as slots allow
+                # a backlog: claim again as soon as slots allow. A waiter token still out costs the
+                # next producer one NOTIFY, once: cheaper than a round trip to take it back here.
+                continue
             # only a claim that found fewer jobs than it wanted means "idle"; with every slot busy no
-            # claim was made, and the state stays as it was
-            if drained and self._waiting.enter():
+            # claim was made, and a NOTIFY is not needed: a finishing job wakes this loop
+            if drained and not self._finish_wakes_soon() and self._waiting.enter():
                 continue  # just registered as a waiter: claim once more, a job may have committed meanwhile
             self._wake.wait(self.settings.poll_interval)
+
+    def _finish_wakes_soon(self) -> bool:
+        """Some lane runs jobs that end within WOKEN_BY_FINISH_SECONDS: its _finish wakes the loop."""
+        with self._lock:
+            busy = [lane for lane in self.lanes if lane.held > 0]
+        return any(lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS) for lane in busy)
 
     def _claim_or_back_off(self, lane: Lane, want: int) -> list[core.ClaimedJob] | None:
         """Claim for `lane`; on a lost database, wait with a growing back-off and return None."""
