@@ -1,16 +1,23 @@
-"""NOTIFY only while a worker waits (migration 014): producers skip the NOTIFY's commit lock when no
-worker is idle, and an idle worker is still woken by a plain SQL INSERT.
+"""NOTIFY only while a worker waits (migrations 014, 015): producers skip the NOTIFY's commit lock when
+no worker is idle, the first producer after a worker went idle takes its waiter rows (a one-shot
+token) so the producers after it skip it too, and an idle worker is still woken by a plain SQL INSERT.
 
 The worker polls every 60 s here, so a job it runs within the test's deadline was found through the
-NOTIFY, not the poll.
+NOTIFY or the claim after registering, not the poll.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import psycopg
 
+from skiplock.config import load_settings
+from skiplock.registry import Registry, Task
+from skiplock.runner import Worker
+from skiplock.waiting import Waiting
 from tests.helpers import scalar, wait_for
 
 
@@ -70,3 +77,121 @@ def test_a_killed_workers_waiter_rows_are_pruned_by_the_reaper(db_url: str, conn
 
     assert waiting.prune_gone(conn) == 1
     assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+
+
+# ---- the token, in SQL alone: what any producer's INSERT does -----------------------------------
+
+
+def _waiter(conn: Any, worker: str = "w1", queue: str = "t1") -> None:
+    conn.execute("INSERT INTO queue_waiters (worker_id, queue) VALUES (%s, %s)", (worker, queue))
+
+
+def test_the_first_producer_takes_the_token_and_the_next_sends_no_notify(db_url: str, conn: Any) -> None:
+    _waiter(conn, "w1", "t1")
+    _waiter(conn, "w1", "t2")
+    _waiter(conn, "w2", "t1")
+    assert _notifications_after_insert(db_url, conn) == [""]  # one NOTIFY wakes every listener
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+    assert _notifications_after_insert(db_url, conn) == []
+
+
+def test_a_token_held_by_an_open_transaction_is_skipped_not_waited_for(db_url: str, conn: Any) -> None:
+    _waiter(conn)
+    with psycopg.connect(db_url, autocommit=True) as listener, psycopg.connect(db_url) as slow:
+        listener.execute("LISTEN skiplock_jobs")
+        slow.execute("SET lock_timeout = '5s'")  # a wait on the token would fail the test, not hang it
+        slow.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")  # takes the token
+        conn.execute("SET lock_timeout = '5s'")
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")  # skips it, at once
+        listener.execute("SELECT 1")
+        assert [n.payload for n in listener.notifies(timeout=0.2, stop_after=10)] == []
+        slow.commit()  # the holder's NOTIFY comes with its commit
+        listener.execute("SELECT 1")
+        assert [n.payload for n in listener.notifies(timeout=0.2, stop_after=10)] == [""]
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+
+
+def test_a_rolled_back_producer_leaves_the_token(db_url: str, conn: Any) -> None:
+    _waiter(conn)
+    with psycopg.connect(db_url) as producer:
+        producer.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")
+        producer.rollback()
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 1
+    assert _notifications_after_insert(db_url, conn) == [""]
+
+
+def test_repeatable_read_producers_notify_without_taking_the_token(db_url: str, conn: Any) -> None:
+    # Taking a token another producer took after this transaction's snapshot would be a
+    # serialization failure in the user's own transaction: under REPEATABLE READ it only notifies.
+    _waiter(conn)
+    with psycopg.connect(db_url) as early, psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute("LISTEN skiplock_jobs")
+        early.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        early.execute("SELECT 1")  # the snapshot, taken while the token exists
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")  # takes it
+        early.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")  # still sees it
+        early.commit()
+        listener.execute("SELECT 1")
+        assert [n.payload for n in listener.notifies(timeout=0.2, stop_after=10)] == ["", ""]
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'nobody_serves'") == 2
+
+
+# ---- the worker's side of the races --------------------------------------------------------------
+
+
+def test_a_job_committed_between_the_empty_claim_and_the_registration_is_claimed(
+        db_url: str, conn: Any, monkeypatch: Any) -> None:
+    # No waiter row exists when this job commits, so its INSERT sends no NOTIFY: only the claim the
+    # worker makes right after registering can find it before the 60 s poll.
+    ran: list[Any] = []
+    done = threading.Event()
+    registry = Registry()
+    registry.add(Task("race", lambda payload: (ran.append(payload), done.set()), wants_job=False))
+    monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
+    worker = Worker(load_settings(), registry=registry, queues=["race"])
+    real_enter = worker._waiting.enter
+    calls: list[list[str]] = []
+
+    def enter_after_a_commit() -> bool:
+        if not calls:  # the first idle pass: its claim found nothing, it has not registered yet
+            with psycopg.connect(db_url, autocommit=True) as listener:
+                listener.execute("LISTEN skiplock_jobs")
+                conn.execute("INSERT INTO jobs (queue, payload) VALUES ('race', '{\"n\": 1}')")
+                listener.execute("SELECT 1")
+                calls.append([n.payload for n in listener.notifies(timeout=0.2, stop_after=10)])
+        return real_enter()
+
+    monkeypatch.setattr(worker._waiting, "enter", enter_after_a_commit)
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    try:
+        assert done.wait(30), "the job committed before the registration waited for the poll"
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert calls[0] == []  # nobody was registered: the job's INSERT sent no NOTIFY
+    assert ran == [{"n": 1}]
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'race'") == 0, timeout=30,
+             message="the ack")
+
+
+def test_a_notify_for_the_token_being_written_leaves_the_worker_unregistered(db_url: str, conn: Any) -> None:
+    # The listener may hear a producer take the new token before enter() has returned; enter() must
+    # then not believe it is registered, or it would never register again and wait for polls only.
+    waiting: Waiting
+
+    @contextlib.contextmanager
+    def connection_that_sees_a_producer() -> Any:
+        with psycopg.connect(db_url, autocommit=True) as c:
+            yield c
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")  # takes the token
+        waiting.taken()  # what the listener does on that NOTIFY
+
+    waiting = Waiting(connection_that_sees_a_producer, "w1", ["t1"])
+    assert waiting.enter() is True  # the caller claims once more
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+    assert waiting.registered is False
+    waiting.connection = lambda: psycopg.connect(db_url, autocommit=True)
+    assert waiting.enter() is True
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 1
+    assert waiting.enter() is False  # registered: no second write

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -68,7 +68,8 @@ class DeadlinePool(ConnectionPool):
             yield conn
 
 
-def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False) -> ConnectionPool:
+def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False,
+              configure: Callable[[psycopg.Connection], None] | None = None) -> ConnectionPool:
     """A psycopg pool of autocommit connections; broken ones are replaced on return.
 
     Autocommit: every queue statement is one short implicit transaction, so no connection ever
@@ -85,6 +86,7 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
         open=False,
         timeout=10.0,
         reconnect_timeout=_reconnect_timeout(),
+        configure=configure,  # run once on each new connection
     )
     pool.deadline = db_deadline()
     pool.open(wait=open_wait, timeout=10.0)

@@ -60,9 +60,16 @@ class Watchdog:
         deadline = time.monotonic() + seconds
         with self._lock:
             self._active[token] = (conn, deadline)
+            # Wake the watchdog only when it sleeps past this deadline: it is idle (empty heap) or
+            # this deadline is earlier than every one it knows. Otherwise it wakes in time anyway,
+            # at the earliest deadline, and drops the entries of borrows that ended. Notifying on
+            # every borrow woke this thread once per claim, ack and heartbeat: a thread switch
+            # and a GIL hand-off in the middle of the round trip being guarded.
+            sleeps_past = not self._heap or deadline < self._heap[0][0]
             heapq.heappush(self._heap, (deadline, token))
             self._ensure_thread()
-            self._wake.notify()
+            if sleeps_past:
+                self._wake.notify()
         try:
             yield
         finally:

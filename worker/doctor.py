@@ -26,7 +26,7 @@ DEAD_MIN = 10_000  # dead tuples below this are never worth a warning
 DEAD_RATIO = 0.2  # dead / (live + dead) above this, with DEAD_MIN exceeded, is bloat to look at
 SATURATION = 0.8  # observed rate / capacity above this, with a ready backlog, means "at the limit"
 STATS_WINDOW_MINUTES = 5
-WORKER_EXTRA_CONNECTIONS = 1  # the listener's own connection, besides the pool
+WORKER_EXTRA_CONNECTIONS = 2  # the listener's and the claim loop's own connections, besides the pool
 
 # The per-table settings migration 005 ships for jobs (see its comments for why).
 JOBS_SETTINGS = {
@@ -309,7 +309,7 @@ def check_connections(conn: psycopg.Connection, settings: Settings) -> Check:
     now: dict[str, int] = dict(conn.execute(CONNECTIONS_BY_APP).fetchall())
     live = conn.execute(LIVE_SLOTS, {"live": LIVE_WORKER_SECONDS}).fetchone()
     workers = int(live[0]) if live else 0
-    # each worker's pool (claims, acks, heartbeats, its reaper) is at least 3, plus its listener
+    # each worker's pool (acks, heartbeats, its reaper) is at least 3, plus its listener and claim connections
     per_worker = max(settings.pool_size, 3) + WORKER_EXTRA_CONNECTIONS
     worker_budget = workers * per_worker
     others = sum(v for k, v in now.items() if k != "skiplock workers")

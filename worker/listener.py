@@ -27,8 +27,11 @@ class Listener:
     """Runs in its own thread; call `start()` once and `stop()` at shutdown."""
 
     def __init__(self, url: str, queues: set[str], wake: Callable[[], None], app_name: str,
-                 on_connect: Callable[[], None] | None = None) -> None:
+                 on_connect: Callable[[], None] | None = None,
+                 on_taken: Callable[[], None] | None = None) -> None:
         self.url = url
+        # called for the insert trigger's NOTIFY: the producer took the waiter rows (migration 015)
+        self.on_taken = on_taken
         # called on every (re)connection: a restarted server has lost the unlogged waiter rows
         self.on_connect = on_connect
         self.queues = queues
@@ -76,9 +79,13 @@ class Listener:
         last_check = time.monotonic()
         while not self._stop.is_set():
             for note in conn.notifies(timeout=1.0):
-                # "" is the insert trigger's "some queue has new work" (migration 014); a queue's
-                # own name comes from retry, run-now and resume
-                if note.payload == "" or note.payload in self.queues:
+                # "" is the insert trigger's "some queue has new work" (migrations 014, 015); a
+                # queue's own name comes from retry, run-now and resume
+                if note.payload == "":
+                    if self.on_taken is not None:
+                        self.on_taken()
+                    self.wake()
+                elif note.payload in self.queues:
                     self.wake()
             if time.monotonic() - last_check >= HEALTH_CHECK_SECONDS:
                 # raises if the server or the network is gone; the deadline covers a silent network,

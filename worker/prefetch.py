@@ -56,6 +56,11 @@ class ClaimSizing:
             return None
         return self.slots * claim / max(handler, 1e-6)
 
+    def handlers_shorter_than(self, seconds: float) -> bool:
+        """True once handlers are measured and take less than `seconds` on average."""
+        with self._lock:
+            return self._handler_seconds is not None and self._handler_seconds < seconds
+
     def plan(self) -> tuple[int, int]:
         """(capacity, threshold): hold at most `capacity` claimed jobs; claim once that many are open."""
         if self.fixed_prefetch is not None:

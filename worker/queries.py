@@ -476,19 +476,29 @@ ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
 # Remove a worker row on clean exit.
 WORKER_DELETE = "DELETE FROM workers WHERE id = %(id)s"
 
-# ---- waiters: an idle worker asks for a NOTIFY (migration 014) ----------------------------------
+# ---- waiters: an idle worker's one-shot wake-up token (migrations 014, 015) ----------------------
+# Registers only if none of this worker's rows is left: a row still there either waits to be taken
+# or is being taken by a producer, whose NOTIFY then follows at its commit. Inserting beside a row
+# that a producer has locked would wait for that producer's transaction, however long it runs.
 WAITER_REGISTER = """
 INSERT INTO queue_waiters (worker_id, queue) SELECT %(id)s, unnest(%(queues)s::text[])
+ WHERE NOT EXISTS (SELECT 1 FROM queue_waiters w WHERE w.worker_id = %(id)s)
 ON CONFLICT DO NOTHING
 """
-WAITER_UNREGISTER = "DELETE FROM queue_waiters WHERE worker_id = %(id)s"
+# Rows a producer has locked are left to it: it deletes them at its commit.
+WAITER_UNREGISTER = """
+DELETE FROM queue_waiters WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM queue_waiters WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED))
+"""
 # The rows of workers that are gone (crashed: no live worker row) and that have waited a while, so a
 # worker whose own row is not written yet keeps its new waiter row.
 WAITER_PRUNE = """
-DELETE FROM queue_waiters q
- WHERE q.since < now() - make_interval(secs => %(live)s)
-   AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = q.worker_id
-                      AND w.last_seen > now() - make_interval(secs => %(live)s))
+DELETE FROM queue_waiters WHERE ctid = ANY (ARRAY(
+    SELECT q.ctid FROM queue_waiters q
+     WHERE q.since < now() - make_interval(secs => %(live)s)
+       AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = q.worker_id
+                          AND w.last_seen > now() - make_interval(secs => %(live)s))
+       FOR UPDATE OF q SKIP LOCKED))
 """
 
 # Forget workers that stopped heartbeating long ago (their jobs are the reaper's business).

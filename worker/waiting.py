@@ -1,9 +1,12 @@
-"""An idle worker's waiter rows: they ask the insert trigger for a NOTIFY (migration 014).
+"""An idle worker's waiter rows: one-shot tokens that ask the insert trigger for a NOTIFY
+(migrations 014, 015).
 
-The claim loop enters the waiting state when a pass claims less than it asked for, and leaves it
-when a claim fills a whole batch. Only the transitions write: a busy worker writes nothing, and
-an idle one writes once. While no worker waits, producers commit without the NOTIFY's
-cluster-wide commit lock. A failed write only costs latency: polling stays the truth.
+The claim loop registers when a pass claims less than it asked for and no token of its own is
+out. The first producer that commits a job afterwards takes every token and sends one NOTIFY;
+the listener then calls `taken()`, and the worker registers again the next time it runs short.
+So producers commit without the NOTIFY's cluster-wide commit lock except once per idle spell of
+some worker, even while workers keep up with them (each short claim would otherwise keep asking).
+A failed write only costs latency: polling stays the truth.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Waiting:
         self.worker_id = worker_id
         self.queues = queues
         self.registered = False
+        # counts the listener's taken() calls: a NOTIFY that arrives while enter() writes may be
+        # for the very token it writes, and then enter() must not believe it is registered
+        self._taken = 0
         self._lock = threading.Lock()
 
     def enter(self) -> bool:
@@ -36,17 +42,26 @@ class Waiting:
         with self._lock:
             if self.registered:
                 return False
+            taken_before = self._taken
             try:
                 with self.connection() as conn:
                     conn.execute(queries.WAITER_REGISTER, {"id": self.worker_id, "queues": self.queues})
             except Exception as exc:  # no rows: no NOTIFY for us, the poll interval still finds the work
                 log.debug("could not register as a waiter: %s", exc)
                 return False
-            self.registered = True
+            self.registered = self._taken == taken_before
             return True
 
+    def taken(self) -> None:
+        """A producer's NOTIFY (payload ''): it took the tokens, so register again when idle next.
+
+        If ours was not among them, the next registration finds it still there and writes nothing.
+        """
+        self._taken += 1  # only the listener thread writes it
+        self.registered = False
+
     def leave(self) -> None:
-        """Busy with a backlog: stop asking for wake-ups."""
+        """Stop asking for wake-ups (a clean stop)."""
         with self._lock:
             if not self.registered:
                 return

@@ -50,9 +50,9 @@ REPO = Path(__file__).resolve().parents[2]
 # ---- sizes -----------------------------------------------------------------------------------
 
 FULL = {"single": 2000, "bulk": 20_000, "drain": 20_000, "drain_slow": 500, "latency": 300,
-        "recipe": 100_000, "steady_seconds": 60.0, "drain_async": 20_000}
+        "recipe": 100_000, "steady_seconds": 60.0, "drain_async": 20_000, "producers_seconds": 5.0}
 QUICK = {"single": 300, "bulk": 5000, "drain": 5000, "drain_slow": 300, "latency": 40,
-         "recipe": 10_000, "steady_seconds": 8.0, "drain_async": 2000}
+         "recipe": 10_000, "steady_seconds": 8.0, "drain_async": 2000, "producers_seconds": 2.0}
 
 
 # ---- peer helpers ----------------------------------------------------------------------------
@@ -209,6 +209,20 @@ class Skiplock(System):
 
     def steady(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         return bench.steady(url, ctx["rate"], s["steady_seconds"])
+
+    def _producers(self, url: str, clients: int, seconds: float) -> dict[str, Any]:
+        """Issue 19 part 1 (tests/benchmarks/producers.py): with nobody waiting, and with 2 workers keeping up."""
+        from tests.benchmarks.producers import measure
+
+        result: dict[str, Any] = {f"w{w}": measure(url, clients, seconds, workers=w) for w in (0, 2)}
+        result["jobs_per_s"] = result["w2"]["enqueue"]
+        return result
+
+    def producers_16(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._producers(url, 16, s["producers_seconds"])
+
+    def producers_64(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+        return self._producers(url, 64, s["producers_seconds"])
 
     def drain_async(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         """1 process, `async def` handlers awaiting 10 ms (tests/benchmarks/async_tasks.py), 200 at once."""
@@ -543,7 +557,7 @@ def _check_empty(url: str, strict: bool = True) -> int:
 # ---- the run ---------------------------------------------------------------------------------
 
 WORKLOADS = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "latency", "recipe",
-             "drain_async"]
+             "drain_async", "producers_16", "producers_64"]
 TITLES = {
     "enqueue_p1": "1. enqueue, 1 job/transaction, 1 producer (jobs/s)",
     "enqueue_p4": "1. enqueue, 1 job/transaction, 4 producers (jobs/s)",
@@ -555,6 +569,8 @@ TITLES = {
     "recipe": "5. seed recipe: 32 slots, batch 50, 2-5 ms handlers (jobs/s)",
     "steady": "6. steady state at half capacity, end-to-end (ms)",
     "drain_async": "7. async drain, handlers await 10 ms, 200 in flight, 1 process (jobs/s)",
+    "producers_16": "8. enqueue() from 16 concurrent producers, 2 workers keeping up (jobs/s)",
+    "producers_64": "8. enqueue() from 64 concurrent producers, 2 workers keeping up (jobs/s)",
 }
 
 

@@ -1,30 +1,46 @@
-"""Many concurrent single-job producers: `INSERT INTO jobs` against the same INSERT into a copy of
-jobs without the NOTIFY trigger, with pgbench, alternating, in one run (issue 19, part 1).
+"""Many concurrent single-job producers (issue 19, part 1): the insert trigger's cost, in one run.
 
-    python -m tests.benchmarks.producers [--clients 16 64] [--seconds 10] [--rounds 3]
+    python -m tests.benchmarks.producers [--clients 16 64] [--seconds 5] [--rounds 3] [--workers 0 2]
 
-It makes its own database on the server in DATABASE_URL (default: the local one), migrates it,
-and prints tps per round and the ratio of medians. No worker runs, so no worker waits: this is the
-producers' cost when every worker is busy, the case the NOTIFY used to serialise.
+Each producer is a connection committing one job per transaction, two ways:
+- the documented SQL INSERT, with pgbench;
+- `skiplock.enqueue(...)`, from Python processes (up to 4, each with threads: one process with 64
+  threads would measure its GIL, not the database). Its control is a plain INSERT from the same
+  harness, so the Python costs of the harness cancel out.
+The harness's plain INSERT is also measured with the trigger, so the trigger's cost and enqueue()'s
+own client CPU show apart. Each is measured with the insert trigger enabled and disabled on the same table (the
+"trigger-free INSERT"), alternating, in one database. With `--workers 2`, two skiplock workers run
+throughout and keep up with the producers: the case a web application meets, where idle workers
+register as waiters between short claims. With 0 nobody waits.
+compare.py runs `measure()` as its producers_16/producers_64 workloads.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import os
 import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
-import uuid
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
-from skiplock.migrate import apply_migrations
+from skiplock.bench import BENCH_QUEUE, scratch_database, skiplock_workers, wait_until
 
-INSERT = "INSERT INTO {table} (queue, payload) VALUES ('bench', '{{\"n\": 1}}');\n"
+REPO = Path(__file__).resolve().parents[2]
+INSERT = f"INSERT INTO jobs (queue, payload) VALUES ('{BENCH_QUEUE}', '{{\"n\": 1}}');\n"
+TRIGGER = "jobs_notify_insert"
+MAX_PROCESSES = 4
+_ORDER = itertools.cycle([(True, False), (False, True)])
 
 
 def _pgbench() -> str:
@@ -35,46 +51,141 @@ def _pgbench() -> str:
     return str(Path(bindir) / "pgbench")
 
 
-def _tps(url: str, script: Path, clients: int, seconds: int) -> float:
-    out = subprocess.run([_pgbench(), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", str(script),
-                          url], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"tps = ([\d.]+)", out)
-    assert match, out
+def pgbench_tps(url: str, clients: int, seconds: float) -> float:
+    """Transactions per second of `clients` pgbench connections, each a single-row INSERT."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(INSERT)
+    try:
+        out = subprocess.run([_pgbench(), "-n", "-c", str(clients), "-j", "2", "-T", str(round(seconds)), "-f",
+                              f.name, url], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if out.returncode:
+        raise RuntimeError(f"pgbench failed: {out.stderr.strip()[-300:]}")
+    match = re.search(r"tps = ([\d.]+)", out.stdout)
+    assert match, out.stdout
     return float(match.group(1))
 
 
+def python_tps(url: str, clients: int, seconds: float, how: str) -> float:
+    """Jobs per second of `clients` Python producers (`how`: enqueue or insert), split over processes."""
+    processes = min(MAX_PROCESSES, clients)
+    threads = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
+    start = time.time() + 1.0 + 0.05 * clients  # every process connected before the clock starts
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.benchmarks.producers", "--child", how, url, str(n),
+                               repr(start), repr(seconds)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+             for n in threads]
+    counts = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        if proc.returncode:
+            raise RuntimeError(f"a producer process failed ({proc.returncode})")
+        counts.append(int(out.split()[-1]))
+    return sum(counts) / seconds
+
+
+def _child(how: str, url: str, threads: int, start: float, seconds: float) -> None:
+    """One producer process: `threads` connections commit one job each per transaction until the end."""
+    from skiplock.producer import enqueue
+
+    counts = [0] * threads
+    errors: list[BaseException] = []
+
+    def produce(index: int) -> None:
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                time.sleep(max(0.0, start - time.time()))  # pacing: all processes start together
+                end = start + seconds
+                n = 0
+                while time.time() < end:
+                    if how == "enqueue":
+                        enqueue(BENCH_QUEUE, {"n": n}, conn=conn)
+                    else:
+                        conn.execute("INSERT INTO jobs (queue, payload) VALUES (%s, %s::jsonb)",
+                                     (BENCH_QUEUE, '{"n": 1}'))
+                    n += 1
+                counts[index] = n
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=produce, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+    print(sum(counts))
+
+
+def _trigger(url: str, enabled: bool) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '30s'")
+        conn.execute(f"ALTER TABLE jobs {'ENABLE' if enabled else 'DISABLE'} TRIGGER {TRIGGER}")
+
+
+def _settle(url: str, workers: int) -> None:
+    """Start every measurement from an empty queue: the workers drain it, or it is truncated."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if workers:
+            wait_until(lambda: not conn.execute("SELECT EXISTS (SELECT 1 FROM jobs)").fetchone()[0],  # type: ignore[index]
+                       300, "the workers to drain the producers' jobs", interval=0.05)
+        else:
+            conn.execute("TRUNCATE jobs")
+        conn.execute("VACUUM jobs")
+
+
+def measure(url: str, clients: int, seconds: float, workers: int = 0) -> dict[str, Any]:
+    """One round: SQL INSERT and enqueue(), with the trigger and without it; rates and ratios."""
+    result: dict[str, Any] = {"clients": clients, "seconds": seconds, "workers": workers}
+    context = (skiplock_workers(url, workers, concurrency=50, batch_size=50) if workers
+               else contextlib.nullcontext())
+    with context:
+        for enabled in next(_ORDER):  # alternating between calls, so a drift of the machine hits both
+            _trigger(url, enabled)
+            suffix = "" if enabled else "_free"
+            try:
+                _settle(url, workers)
+                result[f"sql{suffix}"] = pgbench_tps(url, clients, seconds)
+                _settle(url, workers)
+                result[f"insert{suffix}"] = python_tps(url, clients, seconds, "insert")
+                if enabled:
+                    _settle(url, workers)
+                    result["enqueue"] = python_tps(url, clients, seconds, "enqueue")
+            finally:
+                _trigger(url, True)
+        _settle(url, workers)
+    result["sql_ratio"] = result["sql"] / result["sql_free"]
+    result["insert_ratio"] = result["insert"] / result["insert_free"]  # the trigger's cost from Python
+    result["enqueue_ratio"] = result["enqueue"] / result["insert_free"]
+    result["jobs_per_s"] = result["enqueue"]
+    return result
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     args = parser.parse_args()
     admin = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"skiplock_producers_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = re.sub(r"/[^/?]*(\?|$)", f"/{name}\\1", admin, count=1) if "/" in admin.split("@")[-1] else admin
-    try:
-        apply_migrations(url)
-        with psycopg.connect(url, autocommit=True) as conn:
-            # the same table, indexes and defaults, but no trigger
-            conn.execute("CREATE TABLE jobs_no_trigger (LIKE jobs INCLUDING ALL)")
-        with tempfile.TemporaryDirectory() as tmp:
-            scripts = {t: Path(tmp) / f"{t}.sql" for t in ("jobs", "jobs_no_trigger")}
-            for table, path in scripts.items():
-                path.write_text(INSERT.format(table=table))
+    with scratch_database(admin, prefix="skiplock_producers") as url:
+        for workers in args.workers:
             for clients in args.clients:
-                runs: dict[str, list[float]] = {"jobs": [], "jobs_no_trigger": []}
-                for _ in range(args.rounds):
-                    for table, path in scripts.items():
-                        runs[table].append(_tps(url, path, clients, args.seconds))
-                ratio = statistics.median(runs["jobs"]) / statistics.median(runs["jobs_no_trigger"])
-                print(f"{clients:>3} producers: jobs {', '.join(f'{t:,.0f}' for t in runs['jobs'])} tps | "
-                      f"trigger-free {', '.join(f'{t:,.0f}' for t in runs['jobs_no_trigger'])} tps | "
-                      f"ratio of medians {ratio:.2f}")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                rounds = [measure(url, clients, args.seconds, workers) for _ in range(args.rounds)]
+                for key in ("sql", "sql_free", "enqueue", "insert", "insert_free"):
+                    print(f"{workers} workers, {clients:>3} producers, {key:<12} "
+                          + ", ".join(f"{r[key]:,.0f}" for r in rounds))
+                sql = [r["sql_ratio"] for r in rounds]
+                enq = [r["enqueue_ratio"] for r in rounds]
+                print(f"{workers} workers, {clients:>3} producers: SQL INSERT / trigger-free "
+                      f"{statistics.median(sql):.2f} ({', '.join(f'{x:.2f}' for x in sql)}); "
+                      f"enqueue() / trigger-free INSERT {statistics.median(enq):.2f} "
+                      f"({', '.join(f'{x:.2f}' for x in enq)})", flush=True)
 
 
 if __name__ == "__main__":

@@ -70,10 +70,42 @@ def ratios(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     for p in ("1", "4"):
         add(f"enqueue 1/txn, {p} producer(s): skiplock / raw INSERT >= 0.9",
             _median(results, f"enqueue_p{p}", "skiplock"), _median(results, f"enqueue_p{p}", "raw-psycopg"), 0.9)
+    for clients in (16, 64):
+        reps = results.get(f"producers_{clients}", {}).get("skiplock")
+        for workers in (0, 2):
+            for key, how in (("sql_ratio", "SQL INSERT (pgbench)"), ("enqueue_ratio", "enqueue()")):
+                label = (f"{clients} producers, {workers} workers: {how} / trigger-free INSERT >= 0.9")
+                if not reps:
+                    rows.append((label, "not measured", "-"))
+                    continue
+                r = statistics.median(rep[f"w{workers}"][key] for rep in reps)
+                rows.append((label, f"{r:.2f}", "yes" if r >= 0.9 else "no"))
     add("enqueue 1/txn via SQLAlchemy Session (psycopg2): skiplock / raw INSERT on its connection >= 0.9",
         _median(results, "enqueue_sqlalchemy", "skiplock"), _median(results, "enqueue_sqlalchemy", "raw-psycopg"),
         0.9)
     return rows
+
+
+def producers_table(results: dict[str, Any]) -> list[str]:
+    """Issue 19 part 1: rates with the insert trigger and without it on the same table, per round."""
+    rows = []
+    for clients in (16, 64):
+        reps = results.get(f"producers_{clients}", {}).get("skiplock")
+        for workers in (0, 2):
+            if not reps:
+                continue
+            runs = [rep[f"w{workers}"] for rep in reps]
+
+            def cell(key: str, digits: int = 0, runs: list[dict[str, Any]] = runs) -> str:
+                return _cell(runs, key, digits)
+            rows.append(f"| {clients} | {workers} | {cell('sql')} | {cell('sql_free')} | {cell('sql_ratio', 2)} | "
+                        f"{cell('insert')} | {cell('enqueue')} | {cell('insert_free')} | {cell('enqueue_ratio', 2)} |")
+    if not rows:
+        return []
+    return ["", "Concurrent single-job producers (tests/benchmarks/producers.py; jobs/s; trigger-free = the same "
+            "table with the insert trigger disabled):", "",
+            "| producers | workers | SQL INSERT (pgbench) | trigger-free | ratio | INSERT from Python | enqueue() "
+            "| trigger-free INSERT from Python | enqueue() ratio |", "|---|---|---|---|---|---|---|---|---|", *rows]
 
 
 def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
@@ -118,6 +150,7 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
                               + (f" (~{r[0]['missing']:,} jobs still not started {max(30, r[0]['seconds']):.0f} s "
                                  "after the producers stopped: it fell behind)" if r[0].get("missing") else "")
                               for s, r in steady.items())]
+    lines += producers_table(results)
     if facts.get("errors"):
         lines += ["", "Failed runs (left out of the table): " + "; ".join(facts["errors"])]
     lines += ["", "| target (this run's medians) | ratio | met |", "|---|---|---|"]

@@ -1,6 +1,7 @@
 """Scenario 5, pool_exhaustion: far more handler threads than pool connections.
 
-Claims, acks, heartbeats, the reaper and the worker registry all share a 3-connection pool while
+Acks, heartbeats, the reaper and the worker registry all share a 3-connection pool (claims have
+their own connection) while
 32 handlers per process finish jobs. Work must continue and PostgreSQL must report no deadlock.
 """
 
