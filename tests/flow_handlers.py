@@ -16,6 +16,7 @@ import psycopg
 
 from skiplock import task
 from skiplock.registry import JobContext
+from tests.helpers import thread_connection
 
 FLOW_RUNS = """
 CREATE TABLE IF NOT EXISTS flow_runs (
@@ -37,11 +38,7 @@ _local = threading.local()
 
 
 def _conn() -> psycopg.Connection:
-    conn = getattr(_local, "conn", None)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name="flow-test-effects")
-        _local.conn = conn
-    return conn
+    return thread_connection(_local, "flow-test-effects")
 
 
 def record(payload: Any, job: JobContext) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -26,3 +26,39 @@ def scalar(conn, sql: str, params: object = None):  # type: ignore[no-untyped-de
     """First column of the first row."""
     row = conn.execute(sql, params).fetchone()
     return None if row is None else row[0]
+
+
+def race(count: int, body: Callable[[int], None]) -> None:
+    """Run body(0..count-1) in `count` threads that start together (a barrier); re-raise the first error."""
+    import threading
+
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait()
+            body(index)
+        except BaseException as exc:  # collected, then raised in the test's own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def thread_connection(local: Any, application_name: str) -> Any:
+    """A handler thread's own autocommit connection to DATABASE_URL, made again if it broke."""
+    import os
+
+    import psycopg
+
+    conn = getattr(local, "conn", None)
+    if conn is None or conn.closed or conn.broken:
+        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name=application_name)
+        local.conn = conn
+    return conn

@@ -15,7 +15,7 @@ import pytest
 
 from skiplock import enqueue, enqueue_many
 from tests.flow_handlers import FLOW_RUNS
-from tests.helpers import scalar, wait_for
+from tests.helpers import race, scalar, wait_for
 
 TASKS = "tests.flow_handlers"
 KEYS = [f"account:{n}" for n in range(5)]
@@ -98,28 +98,15 @@ def test_task_lock_key_function_and_per_key_order(db_url: str, conn: psycopg.Con
 def test_concurrent_claims_never_run_one_key_twice(db_url: str, conn: psycopg.Connection) -> None:
     """Many claimers on their own connections, racing on few keys: the unique index never fires at
     the caller (the claim retries a lost race) and one key never has two running rows."""
-    import threading
-
     from skiplock import core
 
     enqueue_many([{"queue": "flow_keyed", "payload": {}, "lock_key": f"k{n % 3}"} for n in range(300)])
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(6)
 
     def claimer(index: int) -> None:
-        try:
-            with psycopg.connect(db_url, autocommit=True) as c:
-                barrier.wait()
-                for _ in range(60):
-                    for job in core.claim(c, f"w{index}", ["flow_keyed"], [30.0], 5):
-                        c.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
-        except BaseException as exc:
-            errors.append(exc)
+        with psycopg.connect(db_url, autocommit=True) as c:
+            for _ in range(60):
+                for job in core.claim(c, f"w{index}", ["flow_keyed"], [30.0], 5):
+                    c.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
 
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(6, claimer)  # no claimer sees an error
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'") == 0

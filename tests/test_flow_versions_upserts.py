@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +14,7 @@ from skiplock.errors import ConfigError, EnqueueError
 from skiplock.registry import Registry
 from skiplock.versions import check_upgrades, upgrade_payload
 from tests.flow_handlers import FLOW_RUNS
-from tests.helpers import scalar, wait_for
+from tests.helpers import race, scalar, wait_for
 
 # ---- versions --------------------------------------------------------------------------------
 
@@ -108,26 +107,14 @@ def test_each_on_conflict_mode(db_url: str, conn: psycopg.Connection) -> None:
 
 @pytest.mark.parametrize("mode", ["ignore", "bump", "replace"])
 def test_eight_racing_producers_leave_one_job(db_url: str, conn: psycopg.Connection, mode: str) -> None:
-    barrier = threading.Barrier(8)
-    errors: list[BaseException] = []
     results: list[int | None] = []
 
     def produce(index: int) -> None:
-        try:
-            with psycopg.connect(db_url, autocommit=True) as c:
-                barrier.wait()
-                for n in range(25):
-                    results.append(enqueue("t1", {"p": index, "n": n}, conn=c, unique_key="race",
-                                           on_conflict=mode))
-        except BaseException as exc:
-            errors.append(exc)
+        with psycopg.connect(db_url, autocommit=True) as c:
+            for n in range(25):
+                results.append(enqueue("t1", {"p": index, "n": n}, conn=c, unique_key="race", on_conflict=mode))
 
-    threads = [threading.Thread(target=produce, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(8, produce)  # no producer sees an error
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE unique_key = 'race'") == 1
     [only] = {r for r in results if r is not None}
     assert only == scalar(conn, "SELECT id FROM jobs WHERE unique_key = 'race'")

@@ -16,16 +16,13 @@ import psycopg
 
 from skiplock import JobOwnershipLost, task
 from skiplock.registry import JobContext
+from tests.helpers import thread_connection
 
 _local = threading.local()
 
 
 def _conn() -> psycopg.Connection:
-    conn = getattr(_local, "conn", None)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name="skiplock-test-tx")
-        _local.conn = conn
-    return conn
+    return thread_connection(_local, "skiplock-test-tx")
 
 
 def write_and_complete(job: JobContext, pause: float) -> None:

@@ -107,6 +107,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def latency_summary(probe: Any, committed: dict[int, float], jobs: int) -> dict[str, Any]:
+    """Pickup latencies (ms) from each probe's commit time to its handler's start, as p50/p99/max."""
+    lat = [(probe.samples[s][1] - committed[s]) * 1000 for s in committed if s in probe.samples]
+    return {"jobs": jobs, "received": len(lat), "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
+            "max_ms": max(lat) if lat else float("nan")}
+
+
 # ---- probes: handler start times over loopback UDP ---------------------------------------------
 
 
@@ -346,9 +353,7 @@ def pickup_latency(url: str, jobs: int = 300, gap: float = 0.05) -> dict[str, An
             wait_until(lambda: len(probe.samples) >= jobs, 10, "every probe")
     finally:
         probe.close()
-    lat = [(probe.samples[s][1] - committed[s]) * 1000 for s in committed if s in probe.samples]
-    return {"jobs": jobs, "received": len(lat), "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
-            "max_ms": max(lat) if lat else float("nan")}
+    return latency_summary(probe, committed, jobs)
 
 
 def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:

@@ -30,7 +30,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
-from skiplock.bench import percentile, stop_processes, wait_until
+from skiplock.bench import latency_summary, stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/11")
@@ -217,9 +217,7 @@ def pickup_latency(jobs: int, gap: float = 0.05) -> dict[str, Any]:
             wait_until(lambda: len(probe.samples) >= jobs, 10, "every probe")
     finally:
         probe.close()
-    lat = [(probe.samples[s][1] - committed[s]) * 1000 for s in committed if s in probe.samples]
-    return {"jobs": jobs, "received": len(lat), "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
-            "max_ms": max(lat)}
+    return latency_summary(probe, committed, jobs)
 
 
 if __name__ == "__main__":  # a quick look without compare.py: python -m tests.benchmarks.celery_peer
