@@ -115,3 +115,43 @@ def test_limits_cli_sets_changes_and_clears(db_url: str, conn: psycopg.Connectio
     assert cli(["queues", "limit", "emails", "--clear"]) == 0
     assert limits.list_limits(conn) == []
     assert scalar(conn, "SELECT count(*) FROM audit_log WHERE action = 'set queue limits'") == 3
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("cache", ["named", "unknown"])
+def test_racing_claims_of_many_connections_never_pass_the_concurrency_limit(
+        db_url: str, conn: psycopg.Connection, cache: str) -> None:
+    """8 connections claim a limited queue (beside an unlimited one) as fast as they can, finishing
+    what they took; the limit is decided inside the one claim statement (migration 018), so no
+    claim can see a slot another claim took. Each claimer checks the running count after each of
+    its claims, and the final counts show every job ran once. `cache`: whether the caller names the
+    limited queue (the worker's LimitsView) or passes no cache (the statement looks at all queues)."""
+    from skiplock import core
+    from skiplock.status import OutcomeStatus
+    from tests.helpers import race
+
+    limits.set_limit(conn, "race_limited", concurrency=3, rate=None)
+    enqueue_many([{"queue": "race_limited", "payload": {}} for _ in range(400)]
+                 + [{"queue": "race_free", "payload": {}} for _ in range(400)])
+    seen: list[int] = []
+    claimed: dict[str, int] = {"race_limited": 0, "race_free": 0}
+
+    def claimer(index: int) -> None:
+        with psycopg.connect(db_url, autocommit=True) as own:
+            for _ in range(400):
+                jobs = core.claim(own, f"racer-{index}", ["race_limited", "race_free"], [60.0, 60.0], 4,
+                                  limited={"race_limited"} if cache == "named" else None)
+                if not jobs and scalar(own, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 0:
+                    return
+                seen.append(scalar(own, "SELECT count(*) FROM jobs WHERE queue = 'race_limited' "
+                                        "AND status = 'running'"))
+                for job in jobs:
+                    claimed[job.queue] += 1
+                core.ack_batch(own, f"racer-{index}", [core.Outcome(j.id, j.queue, j.attempts, OutcomeStatus.OK)
+                                                        for j in jobs])
+
+    race(8, claimer)
+    assert max(seen) <= 3, max(seen)
+    assert max(seen) >= 1  # the limited queue was really claimed under contention
+    assert claimed == {"race_limited": 400, "race_free": 400}, claimed
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0

@@ -92,8 +92,9 @@ def claim(
     Flow control (queries._CLAIM): `versions` are the newest payload version per queue this caller
     can run (default: any); `tenant_after` is where each queue's tenant round-robin starts;
     `limited` are the queues the caller believes have a queue_limits row (default: looked up).
-    Limited queues are claimed in a transaction that first locks their rows (LOCK_LIMITED); a
-    limited queue the caller did not name is left out of this claim, never claimed past its limit.
+    Limited queues are decided in the same one statement (skiplock_limit_allowances, migration
+    018, locks their queue_limits rows); a limited queue the caller did not name is left out of
+    this claim, never claimed past its limit.
     """
     if limit <= 0 or not queues:
         return []
@@ -106,16 +107,13 @@ def claim(
     params = {"queues": list(queues), "leases": number_array([float(x) for x in leases]),
               "versions": number_array(versions if versions is not None else [ANY_VERSION] * len(queues)),
               "tenant_after": list(tenant_after) if tenant_after is not None else [None] * len(queues),
-              "limit": limit, "worker_id": worker_id, "locked": []}
-    check_limits = limited is None or any(q in limited for q in queues)
+              "limit": limit, "worker_id": worker_id,
+              # with no cache of which queues are limited, let the statement look at all of them
+              "limited": list(queues) if limited is None else [q for q in queues if q in limited]}
     for attempt in range(1, CLAIM_RACE_RETRIES + 1):
         try:
-            if not check_limits:  # the hot path: one statement, autocommit or the caller's transaction
-                rows = conn.execute(statement, params).fetchall()
-            else:
-                with conn.transaction():
-                    locked = [r[0] for r in conn.execute(queries.LOCK_LIMITED, {"queues": params["queues"]})]
-                    rows = conn.execute(statement, {**params, "locked": locked}).fetchall()
+            # one statement, autocommit or the caller's transaction, limited queues or not
+            rows = conn.execute(statement, params).fetchall()
             break
         except psycopg.errors.UniqueViolation as exc:
             # Two claims raced on one lock_key: the other committed between this statement's

@@ -80,11 +80,12 @@ COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts, version) FRO
 # Everything flow control decides happens here, in SQL (issue 15), never in a loop that claims a
 # job it cannot run and puts it back:
 # - wanted: the queues to claim from, minus paused ones, each with the newest payload version this
-#   worker knows and its allowance: %(limit)s, or for a queue in queue_limits what its concurrency
-#   limit (running jobs counted now) and its token bucket leave. A limited queue is claimed only
-#   when this transaction holds its queue_limits row (%(locked)s, see LOCK_LIMITED): that lock
-#   makes claimers of the queue take turns, and this statement's snapshot, taken after it, counts
-#   every earlier claim, so two claimers cannot both take the last slot.
+#   worker knows and its allowance: %(limit)s, or for a limited queue what its concurrency limit
+#   (running jobs counted now) and its token bucket leave. The queues the caller believes limited
+#   (%(limited)s, its cache of queue_limits) go through skiplock_limit_allowances() (migration
+#   018), which locks their queue_limits rows and counts under that lock, in this one statement.
+#   A limited queue it could not lock (another claim holds it), or one the caller did not name, is
+#   left out of this claim: never claimed past its limit.
 # - head: per queue, a LATERAL walk of jobs_ready_idx in (priority DESC, run_at, id) order with
 #   SKIP LOCKED, as before flow control. A job of a newer version than the worker knows is passed
 #   over (left for a newer worker). A job with a lock_key is passed over while its key has a
@@ -107,20 +108,18 @@ _KEY_FREE = f"""NOT EXISTS (SELECT 1 FROM jobs r
                            WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
                  AND pg_try_advisory_xact_lock({LOCK_KEY_CLASS}, hashtext(j.lock_key))"""
 _CLAIM = f"""
-WITH wanted AS MATERIALIZED (
-    SELECT w.queue, w.lease, w.version, w.tenant_after,
-           CASE WHEN l.queue IS NULL THEN %(limit)s::int
-                ELSE greatest(0, least(
-                    %(limit)s::int,
-                    l.concurrency - (SELECT count(*) FROM jobs r
-                                      WHERE r.status = 'running' AND r.queue = w.queue)::int,
-                    floor(least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)))::int))
-           END AS allow
+WITH allowances AS MATERIALIZED (
+    -- a one-time filter: a claim of unlimited queues only never calls the function
+    SELECT a.queue, a.allow FROM skiplock_limit_allowances(%(limited)s::text[], %(limit)s::int) a
+     WHERE cardinality(%(limited)s::text[]) > 0
+), wanted AS MATERIALIZED (
+    SELECT w.queue, w.lease, w.version, w.tenant_after, coalesce(a.allow, %(limit)s::int) AS allow
       FROM unnest(%(queues)s::text[], %(leases)s::float8[], %(versions)s::int[], %(tenant_after)s::text[])
            AS w(queue, lease, version, tenant_after)
+      LEFT JOIN allowances a ON a.queue = w.queue
       LEFT JOIN queue_limits l ON l.queue = w.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL)
      WHERE NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = w.queue)
-       AND (l.queue IS NULL OR l.queue = ANY(%(locked)s::text[]))
+       AND (l.queue IS NULL OR a.queue IS NOT NULL)
 ), head AS (
     SELECT c.id, c.queue, c.priority, c.run_at, c.lock_key, c.tenant, wanted.lease, wanted.allow
       FROM wanted
@@ -203,7 +202,7 @@ WITH wanted AS MATERIALIZED (
        SET tokens = least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)) - c.n,
            refilled_at = now()
       FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) c
-     WHERE l.queue = c.queue AND l.rate IS NOT NULL AND l.queue = ANY(%(locked)s::text[])
+     WHERE l.queue = c.queue AND l.rate IS NOT NULL AND l.queue IN (SELECT queue FROM allowances)
 )
 SELECT {{columns}} FROM claimed ORDER BY turn, priority DESC, run_at, id
 """
@@ -218,16 +217,6 @@ CLAIM_PAYLOAD_TEXT = _CLAIM.replace("{payload_cast}", "::text").replace("{column
 # ... and without the JobContext columns, for a worker whose handlers never ask for `job`:
 # decoding four timestamps per row was half of the claim's client CPU (~110 of ~210 us per 50).
 CLAIM_LEAN_TEXT = _CLAIM.replace("{payload_cast}", "::text").replace("{columns}", _LEAN_COLUMNS)
-
-# Before a claim that includes limited queues, in the same transaction: lock their queue_limits
-# rows. SKIP LOCKED: a queue another worker is claiming from right now is left to it for this
-# turn, so claims of unlimited queues never wait behind a limited one (river#1145).
-LOCK_LIMITED = """
-SELECT queue FROM queue_limits
- WHERE queue = ANY(%(queues)s::text[]) AND (concurrency IS NOT NULL OR rate IS NOT NULL)
- ORDER BY queue
-   FOR UPDATE SKIP LOCKED
-"""
 
 # The limits of the given queues (the worker's cache of which queues need LOCK_LIMITED).
 LIMITS_OF = """
