@@ -1,7 +1,7 @@
 """The console's read-only SQL, one named statement per view need. Nothing here changes a job.
 
 Big-table rules: every statement walks a partial index (jobs_ready_idx for queued,
-jobs_lease_idx for running, jobs_finished_idx for dead/failed/succeeded), counts are capped
+jobs_running_idx for running, jobs_finished_idx for dead/failed/succeeded), counts are capped
 (LIMIT cap+1 inside the count), and lists use keyset pagination, never OFFSET.
 """
 

@@ -228,12 +228,12 @@ SELECT queue, concurrency, rate, burst FROM queue_limits
 # Heartbeats, acks and releases name their rows by id, a few hundred at most, and each row must be found
 # by a primary-key probe. Left to itself the planner does not always do that: statistics taken
 # while few jobs ran (a backlog just enqueued, autovacuum behind) say one row is running and
-# owned by this worker, so it walked all of jobs_lease_idx (0.2-1.4 s per ack in the seed
+# owned by this worker, so it walked all of jobs_lease_idx (now jobs_running_idx; 0.2-1.4 s per ack in the seed
 # recipe), or scanned the table, or joined the batch against a whole-index scan re-reading the
 # batch per row (6-12 ms per 100-row ack, half a drain's database time). So the rows are looked
 # up in a LATERAL subquery per id (OFFSET 0 keeps it from being flattened into a join, so each
 # lookup is its own probe by id) and the statement then touches exactly those row versions by
-# ctid. `status::text` hides jobs_lease_idx's predicate from that lookup.
+# ctid. `status::text` hides jobs_running_idx's predicate from that lookup.
 # The lookup is not locked: if another transaction (the reaper, an operator) changes a row
 # after it was read, the UPDATE/DELETE re-checks `ctid = f.ctid` against the new version,
 # which has moved, so the row is skipped - exactly what the fence would decide.

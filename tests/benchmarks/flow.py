@@ -47,6 +47,40 @@ QUICK = {"drain": 4000, "backlog": 4000, "limited_backlog": 4000}
 PROCESSES = 2
 
 
+class _CpuMeter:
+    """CPU seconds spent by the bench workers and their PostgreSQL backends while it runs.
+
+    On this shared 2-core machine the wall-clock drain rate swings with whatever else runs (the
+    same drain measured 7,000-14,000 jobs/s within minutes); the CPU each job costs the system under
+    test moves far less, and on a quiet machine it is what limits the CPU-bound drain. The meter
+    reads utime + stime of every thread of the worker processes and of the database's backends
+    from /proc, so a CPU ratio is shown beside each throughput ratio.
+    """
+
+    def __init__(self, conn: psycopg.Connection, procs: list[subprocess.Popen[bytes]]) -> None:
+        self._conn = conn
+        self._workers = [p.pid for p in procs]
+        self._start = {pid: _cpu_seconds(pid) for pid in self._pids()}
+
+    def _pids(self) -> list[int]:
+        rows = self._conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                  "AND pid <> pg_backend_pid()").fetchall()
+        return self._workers + [r[0] for r in rows]
+
+    def seconds(self) -> float:
+        """CPU seconds since the meter was made (a backend that connected since counts from zero)."""
+        return sum(_cpu_seconds(pid) - self._start.get(pid, 0.0) for pid in self._pids())
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads, from /proc; 0 for a process that has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _workers(url: str, probe_port: int = 0, queues: str = BENCH_QUEUE) -> list[subprocess.Popen[bytes]]:
     """PROCESSES bench workers (concurrency 50, batch 50) of `queues`, connected and idle."""
     env = worker_env(url, probe_port, concurrency=50, batch_size=50)
@@ -64,22 +98,24 @@ def _workers(url: str, probe_port: int = 0, queues: str = BENCH_QUEUE) -> list[s
     return procs
 
 
-def _drain(url: str, jobs: int, lock_keys: bool) -> float:
-    """Seed `jobs` no-op jobs in one statement into idle workers; jobs/s until all are acked."""
+def _drain(url: str, jobs: int, lock_keys: bool) -> tuple[float, float]:
+    """Seed `jobs` no-op jobs in one statement into idle workers; (jobs/s, CPU us per job) until all are acked."""
     procs = _workers(url)
     try:
         key = "CASE WHEN g %% 5 = 0 THEN 'k' || (g %% 1000) END" if lock_keys else "NULL"
         with psycopg.connect(url, autocommit=True) as conn:
+            meter = _CpuMeter(conn, procs)
             conn.execute(f"INSERT INTO jobs (queue, payload, lock_key) SELECT %s, '{{}}'::jsonb, {key} "
                          "FROM generate_series(1, %s) g", (BENCH_QUEUE, jobs))
             committed = time.monotonic()
-        done = wait_acked(url, jobs, timeout=max(120.0, jobs / 50))
+            done = wait_acked(url, jobs, timeout=max(120.0, jobs / 50))
+            cpu = meter.seconds()
     finally:
         stop_processes(procs)
-    return jobs / (done - committed)
+    return jobs / (done - committed), cpu / jobs * 1e6
 
 
-def _drain_beside_limited(url: str, jobs: int, limited_backlog: int, busy: bool) -> float:
+def _drain_beside_limited(url: str, jobs: int, limited_backlog: int, busy: bool) -> tuple[float, float]:
     """Drain the unlimited bench queue; the same workers also serve a second queue: limited and busy,
     or (the baseline) with no limit and empty, so the ratio is the whole cost of the limited queue."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -93,10 +129,12 @@ def _drain_beside_limited(url: str, jobs: int, limited_backlog: int, busy: bool)
             if busy:  # the limited queue is at work before the measured drain begins
                 wait_until(lambda: conn.execute("SELECT count(*) FROM jobs WHERE queue = %s AND status = 'running'",
                                                 (LIMITED_QUEUE,)).fetchone()[0] > 0, 30, "the limited queue busy")  # type: ignore[index]
+            meter = _CpuMeter(conn, procs)
             conn.execute("INSERT INTO jobs (queue, payload) SELECT %s, '{}'::jsonb FROM generate_series(1, %s)",
                          (BENCH_QUEUE, jobs))
             committed = time.monotonic()
-        done = wait_acked(url, jobs, timeout=max(120.0, jobs / 50))
+            done = wait_acked(url, jobs, timeout=max(120.0, jobs / 50))
+            cpu = meter.seconds()  # the limited queue's own jobs included: the whole cost of having it
         if busy:
             with psycopg.connect(url, autocommit=True) as conn:
                 left = conn.execute("SELECT count(*) FROM jobs WHERE queue = %s", (LIMITED_QUEUE,)).fetchone()
@@ -104,7 +142,7 @@ def _drain_beside_limited(url: str, jobs: int, limited_backlog: int, busy: bool)
                     raise RuntimeError("the limited queue ran dry during the measured drain: raise its backlog")
     finally:
         stop_processes(procs)
-    return jobs / (done - committed)
+    return jobs / (done - committed), cpu / jobs * 1e6
 
 
 def _fairness(url: str, backlog: int, tenants: bool) -> dict[str, float]:
@@ -132,21 +170,27 @@ def _fairness(url: str, backlog: int, tenants: bool) -> dict[str, float]:
     return {"first_s": starts[0] - committed, "last_s": starts[-1] - committed}
 
 
-def _ratio_runs(admin_url: str, reps: int, base: Callable[[str], float], other: Callable[[str], float]
-                ) -> dict[str, Any]:
-    """`reps` pairs of (base, other) in alternating order, each in its own database; median ratio."""
+def _ratio_runs(admin_url: str, reps: int, base: Callable[[str], tuple[float, float]],
+                other: Callable[[str], tuple[float, float]]) -> dict[str, Any]:
+    """`reps` pairs of (base, other) in alternating order, each in its own database; median ratios
+    of throughput (other / base) and of CPU per job (base / other: below 1 means other costs more)."""
     pairs = []
     for rep in range(reps):
         order = [("base", base), ("other", other)] if rep % 2 == 0 else [("other", other), ("base", base)]
-        got: dict[str, float] = {}
+        got: dict[str, tuple[float, float]] = {}
         for name, run in order:
             with scratch_database(admin_url, prefix="flow_bench") as url:
                 got[name] = run(url)
         pairs.append(got)
-    ratios = [p["other"] / p["base"] for p in pairs]
-    return {"base_jobs_per_s": [round(p["base"]) for p in pairs],
-            "other_jobs_per_s": [round(p["other"]) for p in pairs],
-            "ratios": [round(r, 3) for r in ratios], "median_ratio": round(statistics.median(ratios), 3)}
+    ratios = [p["other"][0] / p["base"][0] for p in pairs]
+    cpu_ratios = [p["base"][1] / p["other"][1] for p in pairs]
+    return {"base_jobs_per_s": [round(p["base"][0]) for p in pairs],
+            "other_jobs_per_s": [round(p["other"][0]) for p in pairs],
+            "base_cpu_us_per_job": [round(p["base"][1], 1) for p in pairs],
+            "other_cpu_us_per_job": [round(p["other"][1], 1) for p in pairs],
+            "ratios": [round(r, 3) for r in ratios], "median_ratio": round(statistics.median(ratios), 3),
+            "cpu_ratios": [round(r, 3) for r in cpu_ratios],
+            "median_cpu_ratio": round(statistics.median(cpu_ratios), 3)}
 
 
 def run(admin_url: str, sizes: dict[str, int], reps: int, only: set[str] | None = None) -> dict[str, Any]:
@@ -178,20 +222,23 @@ def run(admin_url: str, sizes: dict[str, int], reps: int, only: set[str] | None 
 def markdown(results: dict[str, Any], sizes: dict[str, int], reps: int) -> str:
     """The flow figures as a small Markdown table."""
     lines = [f"Flow control ({reps} repetition(s), {PROCESSES} worker processes x 50 slots, batch 50)", "",
-             "| benchmark | baseline | with flow control | ratio (median) |", "|---|---|---|---|"]
+             "| benchmark | baseline | with flow control | ratio (median) | CPU per job ratio (median) |",
+             "|---|---|---|---|---|"]
     if "keys" in results:
         k = results["keys"]
         lines.append(f"| drain {sizes['drain']:,} jobs, 20% with lock keys vs none (jobs/s) | "
-                     f"{k['base_jobs_per_s']} | {k['other_jobs_per_s']} | {k['median_ratio']} |")
+                     f"{k['base_jobs_per_s']} | {k['other_jobs_per_s']} | {k['median_ratio']} | "
+                     f"{k['median_cpu_ratio']} ({k['base_cpu_us_per_job']} vs {k['other_cpu_us_per_job']} us) |")
     if "limits" in results:
         lim = results["limits"]
         lines.append(f"| unlimited queue drain beside a busy limited queue vs beside an empty unlimited one (jobs/s) | "
-                     f"{lim['base_jobs_per_s']} | {lim['other_jobs_per_s']} | {lim['median_ratio']} |")
+                     f"{lim['base_jobs_per_s']} | {lim['other_jobs_per_s']} | {lim['median_ratio']} | "
+                     f"{lim['median_cpu_ratio']} ({lim['base_cpu_us_per_job']} vs {lim['other_cpu_us_per_job']} us) |")
     if "fairness" in results:
         f = results["fairness"]
         lines.append(f"| small tenant's 10 jobs behind {sizes['backlog']:,} of another's: commit -> first / last "
                      f"start (s) | no tenants: {f['no_tenants']['first_s']} / {f['no_tenants']['last_s']} | "
-                     f"tenants: {f['tenants']['first_s']} / {f['tenants']['last_s']} | - |")
+                     f"tenants: {f['tenants']['first_s']} / {f['tenants']['last_s']} | - | - |")
     return "\n".join(lines) + "\n"
 
 
