@@ -13,9 +13,8 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.cli import main
-from skiplock.config import load_settings
-from skiplock.doctor import (
+from skiplock.core.config import load_settings
+from skiplock.monitor.doctor import (
     CHECKS,
     FAIL,
     OK,
@@ -27,7 +26,8 @@ from skiplock.doctor import (
     check_throughput,
     run_checks,
 )
-from skiplock.latency import LatencyRecorder
+from skiplock.runtime.latency import LatencyRecorder
+from skiplock.tools.cli import main
 from tests.helpers import wait_for
 from tests.pgcluster import ThrowawayCluster
 
@@ -177,7 +177,7 @@ def test_run_checks_reports_a_broken_check_instead_of_raising(fresh_db_url):
 
 
 def test_versions_check_warns_about_jobs_no_live_worker_runs(conn):
-    from skiplock.doctor import check_versions
+    from skiplock.monitor.doctor import check_versions
 
     conn.execute("INSERT INTO workers (id, host, pid, queues, concurrency, task_versions) "
                  "VALUES ('w', 'h', 1, '{vq}', 4, '{\"vq\": 2}')")

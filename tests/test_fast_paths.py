@@ -7,9 +7,10 @@ import logging
 import psycopg
 import pytest
 
-from skiplock import core, enqueue_many, queries
-from skiplock.producer import COPY_THRESHOLD
-from skiplock.runner import SuccessLogBudget
+from skiplock import enqueue_many
+from skiplock.core import core, queries
+from skiplock.core.producer import COPY_THRESHOLD
+from skiplock.runtime.runner import SuccessLogBudget
 from tests.helpers import scalar, wait_for
 
 
@@ -79,7 +80,7 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
     # fence written as `status = 'running'` then walked all of jobs_lease_idx per ack (seconds
     # per ack in the seed recipe). Statistics of an empty table (a backlog enqueued since)
     # made it scan the table per ack instead, or join the batch against a whole-index scan.
-    # Every ack and heartbeat must find each row by a primary-key probe (worker/queries.py).
+    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/queries.py).
     # a database of its own: the statistics made here must not steer other tests' plans
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         if analyzed == "while_empty":

@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from skiplock import enqueue_many, limits
-from skiplock.cli import main as cli
+from skiplock import enqueue_many
+from skiplock.core import limits
+from skiplock.tools.cli import main as cli
 from tests.flow_handlers import FLOW_RUNS
 from tests.helpers import scalar, wait_for
 

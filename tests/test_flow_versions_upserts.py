@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from skiplock import enqueue
-from skiplock.errors import ConfigError, EnqueueError
-from skiplock.registry import Registry
-from skiplock.versions import check_upgrades, upgrade_payload
+from skiplock.core.errors import ConfigError, EnqueueError
+from skiplock.core.registry import Registry
+from skiplock.core.versions import check_upgrades, upgrade_payload
 from tests.flow_handlers import FLOW_RUNS
 from tests.helpers import race, scalar, wait_for
 

@@ -46,7 +46,7 @@ def typed_tasks(tmp_path: Path, monkeypatch):
 
     yield typed_tasks
     sys.modules.pop("typed_tasks", None)
-    from skiplock.registry import REGISTRY
+    from skiplock.core.registry import REGISTRY
 
     REGISTRY._tasks.pop("welcome", None)
 
@@ -96,7 +96,7 @@ def test_a_bad_field_is_refused_at_enqueue_and_nothing_is_written(typed_tasks, c
 
 
 def test_the_handle_is_still_the_handler(typed_tasks) -> None:
-    from skiplock.registry import JobContext
+    from skiplock.core.registry import JobContext
 
     handle = typed_tasks.send_welcome
     assert handle.__name__ == "send_welcome" and handle.queue == "welcome"
@@ -117,8 +117,8 @@ class Invoice(pydantic.BaseModel):  # at module level: the annotation below must
 
 
 def test_a_pydantic_payload_is_validated(conn) -> None:
-    from skiplock.registry import REGISTRY
-    from skiplock.registry import task as task_decorator
+    from skiplock.core.registry import REGISTRY
+    from skiplock.core.registry import task as task_decorator
 
     def bill(payload: Invoice) -> None:
         pass

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 # Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
 # pay for it. The worker wires its services itself (Worker._start_services).
-from skiplock.errors import (
+from skiplock.core.errors import (
     ConfigError,
     Discard,
     EnqueueError,
@@ -22,12 +22,12 @@ from skiplock.errors import (
     SkiplockError,
     Snooze,
 )
+from skiplock.core.producer import enqueue, enqueue_many
+from skiplock.core.registry import JobContext, task
+from skiplock.core.status import JobStatus
 from skiplock.hooks import on_dead, on_failure
-from skiplock.producer import enqueue, enqueue_many
 from skiplock.producer_async import enqueue_async, enqueue_many_async
 from skiplock.recurring_defs import recurring
-from skiplock.registry import JobContext, task
-from skiplock.status import JobStatus
 
 try:
     __version__ = version("skiplock")

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock import core
-from skiplock.errors import ConfigError
-from skiplock.registry import TASK_OPTION_HOOKS
+from skiplock.core import core
+from skiplock.core.errors import ConfigError
+from skiplock.core.registry import TASK_OPTION_HOOKS
 
 log = logging.getLogger("skiplock.hooks")
 

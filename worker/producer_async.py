@@ -1,6 +1,6 @@
 """Enqueue from asyncio code without blocking the event loop.
 
-The same validation and the same statements as skiplock.producer; only the I/O is awaited. With
+The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
 `conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an SQLAlchemy
 AsyncConnection or AsyncSession: see skiplock.adapters). Without it, an async pool of autocommit
 connections is built from DATABASE_URL on first use, one per event loop (a psycopg async pool
@@ -18,10 +18,11 @@ from typing import Any
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock import adapters, queries, tracing
-from skiplock.config import load_settings, validate_database_url
-from skiplock.db import connect_kwargs
-from skiplock.producer import _many_params, _many_specs, _one_job_statement
+from skiplock import adapters
+from skiplock.core import queries, tracing
+from skiplock.core.config import load_settings, validate_database_url
+from skiplock.core.db import connect_kwargs
+from skiplock.core.producer import _many_params, _many_specs, _one_job_statement
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 

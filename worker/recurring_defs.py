@@ -9,8 +9,8 @@ Declare a definition next to its handler:
               payload={"kind": "nightly"})
 
 Every worker process syncs these into `recurring_schedules` at start-up and keeps the next
-slot of each one enqueued (worker/recurring_service.py); `recurring_slots` records every slot
-so that it is enqueued exactly once (worker/recurring_store.py).
+slot of each one enqueued (worker/services/recurring_service.py); `recurring_slots` records every slot
+so that it is enqueued exactly once (worker/services/recurring_store.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 
 import psycopg
 
-from skiplock import recurring_store
-from skiplock.errors import ConfigError, EnqueueError
-from skiplock.producer import serialize_payload
-from skiplock.registry import REGISTRY, TASK_OPTION_HOOKS
-from skiplock.schedule import build_schedule, load_zone, parse_interval
+from skiplock.core.errors import ConfigError, EnqueueError
+from skiplock.core.producer import serialize_payload
+from skiplock.core.registry import REGISTRY, TASK_OPTION_HOOKS
+from skiplock.services import recurring_store
+from skiplock.services.schedule import build_schedule, load_zone, parse_interval
 
 MAX_NAME = 200
 CATCH_UP_POLICIES = ("once", "skip")

@@ -21,7 +21,7 @@ import uuid
 import psycopg
 
 from skiplock import enqueue_many
-from skiplock.migrate import apply_migrations
+from skiplock.core.migrate import apply_migrations
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
 from tests.fault.books import audit
 from tests.pgcluster import find_server, with_database
@@ -113,7 +113,7 @@ def main() -> int:
         for w in workers:
             w.send_signal(signal.SIGKILL)
             w.wait()
-        from skiplock.producer import close_default_pool
+        from skiplock.core.producer import close_default_pool
 
         close_default_pool()
         with psycopg.connect(admin_url, autocommit=True) as admin:
