@@ -27,8 +27,6 @@ TOP_LEVEL = {
     "skiplock.__main__": "tools",
     "skiplock.testing": "tools",
 }
-# Type-only imports that still point up (`if TYPE_CHECKING:`), each to be replaced by a Protocol below.
-KNOWN_UPWARD = {("skiplock.services.recurring_service", "skiplock.runtime.runner")}
 
 
 def package_modules() -> dict[str, Path]:
@@ -81,7 +79,7 @@ def layer_violations(graph: Mapping[str, set[str]]) -> list[str]:
             continue
         for target in sorted(targets):
             up = layer_of(target)
-            if up is not None and LAYERS.index(up) > LAYERS.index(layer) and (module, target) not in KNOWN_UPWARD:
+            if up is not None and LAYERS.index(up) > LAYERS.index(layer):
                 found.append(f"{module} ({layer}) imports {target} ({up})")
     return found
 
@@ -89,9 +87,7 @@ def layer_violations(graph: Mapping[str, set[str]]) -> list[str]:
 def test_each_layer_imports_only_the_layers_below_it() -> None:
     graph = import_graph(package_modules())
     assert len(graph) > 60 and {layer_of(m) for m in graph} == set(LAYERS), sorted(graph)
-    assert layer_violations(graph) == []
-    # an allowed exception that no longer exists must leave the list
-    assert all(target in graph[module] for module, target in KNOWN_UPWARD)
+    assert layer_violations(graph) == []  # type-only imports (`if TYPE_CHECKING:`) count too
 
 
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:

@@ -14,19 +14,40 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from psycopg_pool import ConnectionPool
 
+from skiplock.core.config import Settings
 from skiplock.monitor.metrics import histogram_family, render
-
-if TYPE_CHECKING:
-    from skiplock.runtime.runner import Worker
+from skiplock.runtime.latency import LatencyRecorder
+from skiplock.runtime.ledger import Counters
 
 log = logging.getLogger("skiplock.health")
 
 DB_PROBE_TIMEOUT = 2.0  # seconds to get a pooled connection for the probe
+
+
+class Worker(Protocol):
+    """What the endpoint reads of the worker it serves (the runner's Worker), and nothing more."""
+
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def pool(self) -> ConnectionPool | None: ...
+    @property
+    def loop_tick(self) -> float: ...  # time.monotonic() of the claim loop's last turn
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def counters(self) -> Counters: ...
+    @property
+    def latency(self) -> LatencyRecorder: ...
+    def in_flight_ids(self) -> list[int]: ...
 
 
 def loop_stall_limit(worker: Worker) -> float:

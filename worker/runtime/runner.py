@@ -6,9 +6,10 @@ Threads, and what each one owns:
 - handler pool (`concurrency` threads): runs handlers; no transaction is open meanwhile.
 - async loop (worker/runtime/async_pool.py, only when some queue has an `async def` handler): awaits
   those handlers, `async_concurrency` at once. Each kind has its own slots (worker/runtime/lanes.py).
-- acker: gathers outcomes and writes each batch with one fenced statement; on a lost
-  connection it keeps them and retries, so finished work is never forgotten.
-- heartbeat: extends the leases of running and not-yet-acked jobs.
+- acker (worker/runtime/acker.py): gathers outcomes and writes each batch with one fenced
+  statement; on a lost connection it keeps them and retries, so finished work is never forgotten.
+- heartbeat (worker/runtime/heartbeat.py): extends the leases of running and not-yet-acked jobs.
+Both work over the held-jobs ledger (worker/runtime/ledger.py); the Worker wires them.
 - listener: LISTEN/NOTIFY wake-ups. APScheduler: reaper, worker registry, recurring, pruner.
 """
 
@@ -25,7 +26,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg_pool import ConnectionPool
@@ -37,17 +37,23 @@ from skiplock.core.db import describe_db_error, is_connection_error, make_pool, 
 from skiplock.core.error_summary import headline
 from skiplock.core.errors import ConfigError, SchemaMissing
 from skiplock.core.registry import REGISTRY, JobContext, Registry, Task
-from skiplock.core.status import HistoryMode, OutcomeStatus
+from skiplock.core.status import HistoryMode
 from skiplock.core.waiting import Waiting
+from skiplock.recurring_defs import DEFINITIONS
 from skiplock.runtime import outcomes
+from skiplock.runtime.acker import Acker
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.flow import WorkerFlow
+from skiplock.runtime.heartbeat import Heartbeat
 from skiplock.runtime.lanes import ASYNC, Lane, build_lanes
 from skiplock.runtime.latency import LatencyRecorder, fold_exited
+from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.listener import Listener
 from skiplock.runtime.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.services.maintenance import add_service, build_scheduler
+from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
+from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 
 log = logging.getLogger("skiplock.worker")
 
@@ -103,23 +109,6 @@ class SuccessLogBudget:
         return logging.INFO if within else logging.DEBUG
 
 
-@dataclass
-class Counters:
-    """What this process did, for logs, tests and the health endpoint."""
-
-    claimed: int = 0
-    succeeded: int = 0
-    retried: int = 0
-    dead: int = 0
-    failed: int = 0
-    stale_acks: int = 0
-    claim_errors: int = 0
-    ack_errors: int = 0
-    lost_leases: int = 0
-    snoozed: int = 0
-    claim_seconds: list[float] = field(default_factory=list)
-
-
 class Worker:
     """One worker process's runtime. `run()` blocks until SIGTERM/SIGINT or `request_stop()`."""
 
@@ -151,12 +140,8 @@ class Worker:
         # connections, in different orders: concurrently they deadlock (PostgreSQL aborts one
         # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
         self._row_writes = threading.Lock()
-        self._inflight: dict[int, core.ClaimedJob] = {}  # running handlers
-        self._unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
+        self.held = HeldJobs(self._lock)  # running handlers, and finished jobs not yet acked
         self._idle = threading.Condition(self._lock)  # notified when the last running handler ends
-        self._outcomes: queue_mod.SimpleQueue[core.Outcome] = queue_mod.SimpleQueue()
-        self._ack_full = threading.Event()  # a whole ack batch is waiting: flush before the interval ends
-        self._ack_holding = 0  # outcomes the acker has taken and is gathering a batch around
         self._acker_done = threading.Event()  # set at the very end of shutdown: stops acker/heartbeat
         self._skip_grace = False
         self._exit_hard = False
@@ -170,6 +155,11 @@ class Worker:
         self.async_loop: AsyncHandlerLoop | None = None
         if any(lane.kind == ASYNC for lane in self.lanes):
             self.async_loop = AsyncHandlerLoop(settings.async_concurrency, self._execute_async)
+        self.acker = Acker(self._pool_connection, self.worker_id, self.held, self._row_writes, self.counters,
+                           self.latency, batch=settings.ack_batch, interval=settings.ack_interval,
+                           history=settings.history)
+        self.heartbeat = Heartbeat(self._pool_connection, self.worker_id, self.held, self._row_writes,
+                                   self.counters, self._lease_for, self.async_loop)
         self._claim_backoff = 0.1
         self._never_started: list[int] = []  # claimed, not run because we are stopping
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
@@ -223,11 +213,7 @@ class Worker:
 
     def in_flight_ids(self) -> list[int]:
         with self._lock:
-            return list(self._inflight)
-
-    def register_service(self, name: str, run_once: Any, every_seconds: float) -> None:
-        """Add a periodic service to this worker's APScheduler (used by recurring/pruner)."""
-        add_service(self.scheduler, name, run_once, every_seconds)
+            return list(self.held.running)
 
     # ---- main ------------------------------------------------------------------------------
 
@@ -293,9 +279,10 @@ class Worker:
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
                                  on_connect=self._waiting.forget, on_taken=self._waiting.taken)
         self.listener.start()
-        for target, name in ((self._acker_loop, "skiplock-acker"),
-                             (self._heartbeat_loop, "skiplock-heartbeat")):
-            thread = threading.Thread(target=target, name=name, daemon=True)
+        for target, args, name in ((self.acker.run, (self._acker_done,), "skiplock-acker"),
+                                   (self.heartbeat.run, (self.settings.effective_heartbeat, self._acker_done),
+                                    "skiplock-heartbeat")):
+            thread = threading.Thread(target=target, args=args, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
         if self.async_loop is not None:
@@ -311,17 +298,7 @@ class Worker:
 
     def _start_services(self) -> None:
         """Every service on the worker's scheduler, in one list: nothing registers itself on import."""
-        from skiplock.services import recurring_service
-
-        assert self.reaper is not None
-        add_service(self.scheduler, "reaper", self.reaper.run_once, self.settings.reaper_interval)
-        add_service(self.scheduler, "worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS)
-        self._start_ops_services()  # health endpoint, latency folding, history partitions
-        recurring_service.install(self)  # recurring slots, their cleanup, and the pruner
-
-    def _start_ops_services(self) -> None:
-        """Health endpoint, latency-row folding and history partitions (worker/runtime/health.py, history.py)."""
-        assert self.pool is not None
+        assert self.pool is not None and self.reaper is not None
         pool = self.pool
         if self.settings.health_port:
             from skiplock.runtime.health import HealthServer
@@ -329,16 +306,27 @@ class Worker:
             self.health = HealthServer(self, self.settings.health_port)
             self.health.start()
 
-        def fold() -> None:
+        def fold() -> None:  # latency rows of workers gone for an hour become one 'exited' row
             with pool.connection() as conn:
                 fold_exited(conn)
 
-        add_service(self.scheduler, "latency-fold", fold, 600.0)
+        recurring = RecurringService(pool, DEFINITIONS.values(), self.registry.queues(),
+                                     scheduler=self.scheduler, wake=self.wake, wake_queues=self.queues)
+        services: list[tuple[str, Callable[[], Any], float]] = [
+            ("reaper", self.reaper.run_once, self.settings.reaper_interval),
+            ("worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS),
+            ("latency-fold", fold, 600.0),
+            ("recurring", recurring.tick, POLL_SECONDS),  # recurring slots, enqueued once each
+            ("pruner", Pruner(pool, self.settings).run_once, PRUNE_SECONDS),
+            ("recurring-slots-prune", recurring.prune_slots, PRUNE_SECONDS),
+        ]
         if self.settings.history == HistoryMode.PARTITIONED:
             from skiplock.services.history import HistoryPartitions
 
-            add_service(self.scheduler, "history-partitions",
-                        HistoryPartitions(pool, self.settings.history_retention).run_once, 3600.0)
+            services.append(("history-partitions", HistoryPartitions(pool, self.settings.history_retention).run_once,
+                             3600.0))
+        for name, run_once, every_seconds in services:
+            add_service(self.scheduler, name, run_once, every_seconds)
 
     def _claim_loop(self) -> None:
         while not self._stop.is_set():
@@ -419,7 +407,7 @@ class Worker:
             return
         with self._lock:
             for job in jobs:
-                self._inflight[job.id] = job
+                self.held.running[job.id] = job
             lane.held += len(jobs)
         if lane.kind == ASYNC:
             assert self.async_loop is not None
@@ -537,142 +525,32 @@ class Worker:
                         extra=_log_fields(job, outcome, duration_ms))
         lane = self._lane_of[job.queue]
         with self._lock:
-            if self._inflight.pop(job.id, None) is not None:
+            if self.held.running.pop(job.id, None) is not None:
                 lane.held -= 1
-            if not self._inflight:
+            if not self.held.running:
                 self._idle.notify_all()
             if acked:
                 self.counters.succeeded += 1
             else:
-                self._unacked[job.id] = job.queue
+                self.held.unacked[job.id] = job.queue
             capacity, threshold = lane.plan
             free = capacity - lane.held
             idle = not lane.held
         if not acked:
-            self._outcomes.put(outcome)
-        if (self._outcomes.qsize() + self._ack_holding >= self.settings.ack_batch
-                and not self._ack_full.is_set()):
-            self._ack_full.set()
+            self.acker.put(outcome)  # wakes the acker at once when a whole batch is waiting
         if (free >= threshold or idle) and not self._wake.is_set():
             self._wake.set()
 
     def _give_back(self, job: core.ClaimedJob) -> None:
         """Forget a claimed job that was never started; shutdown releases it to its queue."""
         with self._lock:
-            if self._inflight.pop(job.id, None) is not None:
+            if self.held.running.pop(job.id, None) is not None:
                 self._lane_of[job.queue].held -= 1
             self._never_started.append(job.id)
-            if not self._inflight:
+            if not self.held.running:
                 self._idle.notify_all()
 
-    # ---- acks --------------------------------------------------------------------------------
-
-    def _acker_loop(self) -> None:
-        pending: list[core.Outcome] = []
-        backoff = 0.05
-        while True:
-            if not pending:
-                try:
-                    pending.append(self._outcomes.get(timeout=0.2))
-                except queue_mod.Empty:
-                    if self._acker_done.is_set():
-                        return
-                    continue
-            # Gather for one ack interval, then take what has arrived. Waiting on the queue itself
-            # would wake this thread once per finished job (a futex wake and a GIL hand-off per
-            # job); _finish sets _ack_full instead once a whole batch is waiting, counting the
-            # outcomes held here. Between taking them and publishing the count, _finish may see
-            # too few, never too many, so the check below covers that moment.
-            self._ack_holding = len(pending)
-            if len(pending) + self._outcomes.qsize() < self.settings.ack_batch:
-                self._ack_full.wait(self.settings.ack_interval)
-            self._ack_full.clear()
-            while len(pending) < self.settings.ack_batch:
-                try:
-                    pending.append(self._outcomes.get_nowait())
-                except queue_mod.Empty:
-                    break
-            self._ack_holding = 0  # being written now, no longer waiting for a batch
-            if self._flush(pending):
-                pending = []
-                backoff = 0.05
-            else:
-                # keep every outcome; retry with backoff until the database is back
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-
-    def _flush(self, outcomes: list[core.Outcome]) -> bool:
-        assert self.pool is not None
-        try:
-            started = time.perf_counter()
-            with self._row_writes, self.pool.connection() as conn:
-                written = core.ack_batch(conn, self.worker_id, outcomes,
-                                         history=self.settings.history)
-                # forget the ids before a heartbeat can run: it would otherwise find the rows gone
-                # and report leases lost for jobs that were just acked
-                with self._lock:
-                    for outcome in outcomes:
-                        self._unacked.pop(outcome.job_id, None)
-            self.latency.observe("ack", time.perf_counter() - started)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                log.exception("ack batch failed; will retry")
-            else:
-                log.warning("ack failed, database unavailable (%s); keeping %d results",
-                            describe_db_error(exc), len(outcomes))
-            self.counters.ack_errors += 1
-            return False
-        for outcome in outcomes:
-            if outcome.job_id not in written:
-                self.counters.stale_acks += 1
-                log.warning("job %d: lease lost before ack, result dropped (a newer run owns the job now)",
-                            outcome.job_id, extra={"job_id": outcome.job_id, "outcome": "stale"})
-            else:
-                setattr(self.counters, _COUNTER[outcome.status],
-                        getattr(self.counters, _COUNTER[outcome.status]) + 1)
-        return True
-
-    # ---- leases --------------------------------------------------------------------------------
-
-    def _heartbeat_loop(self) -> None:
-        interval = self.settings.effective_heartbeat
-        if interval <= 0:
-            return  # heartbeats disabled (tests of lease overrun)
-        while not self._acker_done.wait(interval):
-            self.heartbeat_once()
-
-    def heartbeat_once(self) -> set[int]:
-        """Extend leases of running and unacked jobs; return ids whose lease was lost."""
-        assert self.pool is not None
-        with self._lock:
-            held = {**{i: j.queue for i, j in self._inflight.items()}, **self._unacked}
-            running = list(self._inflight)  # handlers still running: the ones a cancel can reach
-        if not held:
-            return set()
-        ids = list(held)
-        leases = [self._lease_for(held[i]) for i in ids]
-        try:
-            with self._row_writes, self.pool.connection() as conn:
-                kept = core.heartbeat(conn, self.worker_id, ids, leases)
-                cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (worker/core/cancel.py)
-            if self.async_loop is not None:
-                # an async handler cannot poll job.cancel_requested between awaits: cancel its task
-                for job_id in kept:
-                    if cancel.is_requested(job_id):
-                        self.async_loop.cancel_job(job_id)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                log.exception("heartbeat failed")
-            else:
-                log.warning("heartbeat failed, database unavailable (%s)", describe_db_error(exc))
-            return set()
-        with self._lock:
-            # ids acked while the heartbeat ran are not lost, just gone
-            lost = {i for i in ids if i not in kept and (i in self._inflight or i in self._unacked)}
-        for job_id in lost:
-            self.counters.lost_leases += 1
-            log.warning("job %d: lease lost (reaped or released); its result will be dropped", job_id)
-        return lost
+    # ---- the worker row ------------------------------------------------------------------------
 
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
@@ -681,7 +559,7 @@ class Worker:
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
-                "in_flight": len(self._inflight), "task_versions": json.dumps(self.flow.versions())})
+                "in_flight": len(self.held.running), "task_versions": json.dumps(self.flow.versions())})
             self.latency.save(conn, self.worker_id)
 
     # ---- shutdown ------------------------------------------------------------------------------
@@ -690,13 +568,13 @@ class Worker:
         self._stopped_claiming.set()
         self._release_prefetched()
         with self._lock:
-            running = len(self._inflight)
+            running = len(self.held.running)
         if running:
             log.info("stopping: waiting up to %.0fs for %d in-flight job(s)",
                      self.settings.shutdown_grace, running)
             deadline = time.monotonic() + self.settings.shutdown_grace
             with self._lock:
-                while self._inflight and not self._skip_grace and time.monotonic() < deadline:
+                while self.held.running and not self._skip_grace and time.monotonic() < deadline:
                     # short waits so a second signal (skip the grace) is seen promptly
                     self._idle.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
         if self.async_loop is not None:
@@ -707,7 +585,7 @@ class Worker:
                 log.info("cancelled %d async handler(s) still running after the grace period", cancelled)
         self._drain_acks(timeout=10.0)
         with self._lock:
-            unfinished = [*self._never_started, *self._inflight]
+            unfinished = [*self._never_started, *self.held.running]
         if unfinished:
             self._release(unfinished)
         self._acker_done.set()
@@ -764,13 +642,13 @@ class Worker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                waiting = bool(self._unacked)
-            if not waiting and self._outcomes.empty():
+                waiting = bool(self.held.unacked)
+            if not waiting and not self.acker.waiting():
                 return
-            self._ack_full.set()  # write what is gathered now: the ack interval may be long
+            self.acker.write_now()  # write what is gathered now: the ack interval may be long
             time.sleep(0.01)
         log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
-                    len(self._unacked))
+                    len(self.held.unacked))
 
     def _release(self, ids: list[int]) -> None:
         assert self.pool is not None
@@ -807,7 +685,3 @@ def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float)
     return {"job_id": job.id, "queue": job.queue, "attempt": job.attempts, "outcome": outcome.status,
             "duration_ms": round(duration_ms, 2)}
 
-
-# Each outcome's counter (Counters' field names).
-_COUNTER: dict[str, str] = {OutcomeStatus.OK: "succeeded", OutcomeStatus.RETRY: "retried", OutcomeStatus.DEAD: "dead",
-            OutcomeStatus.FAILED: "failed", OutcomeStatus.SNOOZED: "snoozed"}

@@ -1,4 +1,4 @@
-"""The "enqueue next run" scheduler that every worker process runs, and its worker wiring.
+"""The "enqueue next run" scheduler that every worker process runs (the Worker wires it).
 
 Each definition always has its next slot enqueued as a future job (run_at = fire time). When
 that slot fires, the worker's claim loop is woken by a timer and runs it like any other job;
@@ -20,21 +20,19 @@ from psycopg_pool import ConnectionPool
 
 from skiplock.core.db import is_connection_error
 from skiplock.services import recurring_store
-from skiplock.services.pruner import Pruner
 from skiplock.services.schedule import plan_time
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
 
     from skiplock.recurring_defs import Definition
-    from skiplock.runtime.runner import Worker
 
 log = logging.getLogger("skiplock.recurring")
 
 # Safety-net pass: picks up pause/resume/run-now and other workers' progress. Exact fire times
 # do not depend on it: timers are armed for each pending slot (and the pass after it).
 POLL_SECONDS = 1.0
-# Pruner and slot cleanup cadence.
+# Pruner and slot cleanup cadence (both wired by the Worker).
 PRUNE_SECONDS = 60.0
 # Slot rows are kept at least this long (see recurring_store.PRUNE_SLOTS for why it is safe).
 SLOT_RETENTION = timedelta(days=2)
@@ -184,14 +182,3 @@ class RecurringService:
             self._warn_unmigrated()
         return total
 
-
-def install(worker: Worker) -> None:
-    """Worker start-up hook: the recurring scheduler, the pruner and the slot cleanup."""
-    from skiplock.recurring_defs import DEFINITIONS
-
-    assert worker.pool is not None
-    service = RecurringService(worker.pool, DEFINITIONS.values(), worker.registry.queues(),
-                               scheduler=worker.scheduler, wake=worker.wake, wake_queues=worker.queues)
-    worker.register_service("recurring", service.tick, POLL_SECONDS)
-    worker.register_service("pruner", Pruner(worker.pool, worker.settings).run_once, PRUNE_SECONDS)
-    worker.register_service("recurring-slots-prune", service.prune_slots, PRUNE_SECONDS)
