@@ -21,7 +21,6 @@ from typing import Any
 
 from skiplock.core import core
 from skiplock.core.errors import ConfigError
-from skiplock.core.registry import TASK_OPTION_HOOKS
 
 log = logging.getLogger("skiplock.hooks")
 
@@ -79,8 +78,9 @@ def _task_option(table: dict[str, list[Hook]], what: str) -> Callable[[str, Call
     return attach
 
 
-TASK_OPTION_HOOKS["on_failure"] = _task_option(_QUEUE_ON_FAILURE, "on_failure")
-TASK_OPTION_HOOKS["on_dead"] = _task_option(_QUEUE_ON_DEAD, "on_dead")
+# @task(on_failure=..., on_dead=...): the package root lists them with @task's other options
+on_failure_option = _task_option(_QUEUE_ON_FAILURE, "on_failure")
+on_dead_option = _task_option(_QUEUE_ON_DEAD, "on_dead")
 
 
 def clear() -> None:

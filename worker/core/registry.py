@@ -138,8 +138,11 @@ class Registry:
 
 
 REGISTRY = Registry()
-# Hooks other modules (recurring schedules) attach to @task's extra keywords.
-TASK_OPTION_HOOKS: dict[str, Callable[[str, Callable[..., Any], Any], None]] = {}
+# @task's extra keywords -> fn(queue, handler, value) that takes each. Those functions live in modules
+# above this one (error hooks, recurring schedules), so the one list of them is in the package root
+# (skiplock/__init__.py), which every import of skiplock runs first.
+TaskOption = Callable[[str, Callable[..., Any], Any], None]
+TASK_OPTIONS: dict[str, TaskOption] = {}
 
 
 def _qualname(func: Callable[..., Any]) -> str:
@@ -191,7 +194,7 @@ def task(
                           is_async=inspect.iscoroutinefunction(func), version=version, upgrade=upgrades,
                           lock_key=lock_key, concurrency=concurrency, rate=per_second))
         for key, value in options.items():
-            hook = TASK_OPTION_HOOKS.get(key)
+            hook = TASK_OPTIONS.get(key)
             if hook is None:
                 raise ConfigError(f"@task({queue!r}) got an unknown option {key!r}")
             hook(queue, func, value)
