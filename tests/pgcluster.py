@@ -34,7 +34,7 @@ def with_database(url: str, dbname: str) -> str:
     """`url` pointing at another database on the same server."""
     params = conninfo_to_dict(url)
     params["dbname"] = dbname
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,8 @@ class NotJson:
     """An object json.dumps cannot encode."""
 
 
-BAD_CALLS = {
+# case -> (enqueue's positional arguments, its keywords, the error it must raise)
+BAD_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {
     "object payload": (("t1", NotJson()), {}, "not JSON-serialisable"),
     "set payload": (("t1", {1, 2}), {}, "not JSON-serialisable"),
     "bytes payload": (("t1", b"raw"), {}, "not JSON-serialisable"),

@@ -14,7 +14,7 @@ WORKLOADS = ["enqueue_single_p1", "raw_insert_single_p1", "enqueue_single_p4", "
              "enqueue_bulk", "drain_w1", "drain_w2", "pickup_latency"]
 
 
-def _bench_databases(conn) -> int:  # type: ignore[no-untyped-def]
+def _bench_databases(conn) -> int:
     return conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'skiplock_bench_%%'").fetchone()[0]
 
 

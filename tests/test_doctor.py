@@ -61,6 +61,7 @@ def test_long_transactions_pass_then_warn_then_fail(conn, db_url):
         pid = holder.info.backend_pid
         warn = wait_for(lambda: (c := check_long_transactions(conn, settings, max_age=60)).status == WARN and c,
                         timeout=10, message="the idle-in-transaction session to show")
+        assert warn  # a Check (wait_for returns the truthy value)
         assert [(d["pid"], d["application"]) for d in warn.details] == [(pid, "forgetful-app")]
         # the same transaction judged against a zero-second limit: it holds back vacuum
         fail = check_long_transactions(conn, settings, max_age=0)
@@ -97,6 +98,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         conn.execute("DELETE FROM jobs WHERE id = ANY(%s)", (ids,))
         warn = wait_for(lambda: (c := check_table_health(conn, settings, dead_min=100)).status == WARN and c,
                         timeout=15, message="the dead tuples to reach the statistics")
+        assert warn  # a Check (wait_for returns the truthy value)
         assert "dead" in warn.verdict
 
         conn.execute("VACUUM jobs")

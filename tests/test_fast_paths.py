@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import psycopg
 import pytest
@@ -66,7 +67,7 @@ def test_success_log_budget_moves_lines_beyond_it_to_debug_and_counts_them(caplo
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["2 more jobs ok in the last second"]
 
 
-def _plan(conn: psycopg.Connection, statement: str, params: dict[str, object]) -> str:
+def _plan(conn: psycopg.Connection, statement: str, params: Mapping[str, object]) -> str:
     with conn.transaction(force_rollback=True):
         rows = conn.execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(r[0] for r in rows)

@@ -36,8 +36,9 @@ def test_one_run_per_key_across_workers_and_a_killed_holder_frees_its_key(
         db_url: str, conn: psycopg.Connection, spawn_worker: Callable[..., Any]) -> None:
     conn.execute(FLOW_RUNS)
     rng = random.Random(15)
-    jobs = [{"queue": "flow_keyed", "payload": {"key": rng.choice(KEYS), "sleep": rng.choice([0, 0.005, 0.01])},
-             "lock_key": None} for _ in range(200)]
+    jobs: list[dict[str, Any]] = [
+        {"queue": "flow_keyed", "payload": {"key": rng.choice(KEYS), "sleep": rng.choice([0, 0.005, 0.01])},
+         "lock_key": None} for _ in range(200)]
     for job in jobs:
         job["lock_key"] = job["payload"]["key"]
     jobs += [{"queue": "flow_keyed", "payload": {"sleep": 0.005}} for _ in range(200)]

@@ -146,7 +146,12 @@ def test_a_job_committed_between_the_empty_claim_and_the_registration_is_claimed
     ran: list[Any] = []
     done = threading.Event()
     registry = Registry()
-    registry.add(Task("race", lambda payload: (ran.append(payload), done.set()), wants_job=False))
+
+    def handler(payload: Any) -> None:
+        ran.append(payload)
+        done.set()
+
+    registry.add(Task("race", handler, wants_job=False))
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
     worker = Worker(load_settings(), registry=registry, queues=["race"])
     real_enter = worker._waiting.enter

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_the_handle_is_still_the_handler(typed_tasks) -> None:
     assert isinstance(JobContext, type)
 
 
-pydantic = pytest.importorskip("pydantic")  # installed with the test extra (pydantic-settings)
+pydantic: Any = pytest.importorskip("pydantic")  # installed with the test extra (pydantic-settings)
 
 
 class Invoice(pydantic.BaseModel):  # at module level: the annotation below must resolve by name

@@ -13,7 +13,7 @@ import asyncio
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
@@ -56,6 +56,20 @@ async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[A
         return await adapters.run_async(conn, sql, params)
     async with (await default_async_pool()).connection() as pooled:
         return await adapters.run_async(pooled, sql, params)
+
+
+# Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
+@overload
+async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
+                        run_at: datetime | None = ..., delay: float | timedelta | None = ...,
+                        unique_key: None = ..., max_attempts: int | None = ..., on_conflict: str = ...,
+                        lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...) -> int: ...
+@overload
+async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
+                        run_at: datetime | None = ..., delay: float | timedelta | None = ...,
+                        unique_key: str | None, max_attempts: int | None = ..., on_conflict: str = ...,
+                        lock_key: str | None = ..., tenant: str | None = ...,
+                        version: int | None = ...) -> int | None: ...
 
 
 async def enqueue_async(

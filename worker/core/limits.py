@@ -100,7 +100,7 @@ def default_burst(rate: float) -> float:
     return max(1.0, rate / 10.0)
 
 
-def set_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, rate: float | None,
+def set_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, rate: float | str | None,
               burst: float | None = None, actor: str = "") -> None:
     """Set (replace) `queue`'s limits; with neither limit the queue becomes unlimited."""
     if concurrency is None and rate is None:

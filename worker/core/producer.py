@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -273,6 +273,19 @@ def producer_settings() -> Settings:
         cached = (key, load_settings())
         _settings_cache = cached  # one tuple assignment: other threads see the old or the new pair
     return cached[1]
+
+
+# Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
+@overload
+def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
+            delay: float | timedelta | None = ..., unique_key: None = ..., max_attempts: int | None = ...,
+            on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
+            version: int | None = ...) -> int: ...
+@overload
+def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
+            delay: float | timedelta | None = ..., unique_key: str | None, max_attempts: int | None = ...,
+            on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
+            version: int | None = ...) -> int | None: ...
 
 
 def enqueue(

@@ -160,7 +160,7 @@ def task(
     concurrency: int | None = None,
     rate: float | str | None = None,
     **options: Any,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+) -> Callable[[Callable[..., Any]], typed.TaskHandle]:
     """Register the decorated function as the handler of `queue`.
 
     The function takes the payload, and may declare `job` to receive a JobContext. It may be an
@@ -182,7 +182,7 @@ def task(
     if lock_key is not None and not (callable(lock_key) or (isinstance(lock_key, str) and lock_key)):
         raise ConfigError(f"@task({queue!r}): lock_key must be a non-empty string or a function of the payload")
 
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(func: Callable[..., Any]) -> typed.TaskHandle:
         params = inspect.signature(func).parameters
         wants_job = "job" in params
         positional = [p for p in params.values()
