@@ -1,1 +1,1 @@
-"""Data package: skiplock's migrations, shipped inside the wheel (see skiplock.resources)."""
+"""Data package: skiplock's migrations, shipped inside the wheel (see skiplock.core.resources)."""

@@ -1,1 +1,1 @@
-"""Data package: skiplock's static, shipped inside the wheel (see skiplock.resources)."""
+"""Data package: skiplock's static, shipped inside the wheel (see skiplock.core.resources)."""

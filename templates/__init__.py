@@ -1,1 +1,1 @@
-"""Data package: skiplock's templates, shipped inside the wheel (see skiplock.resources)."""
+"""Data package: skiplock's templates, shipped inside the wheel (see skiplock.core.resources)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skiplock import task
-from skiplock.registry import JobContext
+from skiplock.core.registry import JobContext
 from tests.async_handlers import _record
 
 

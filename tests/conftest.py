@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from skiplock.migrate import apply_migrations
+from skiplock.core.migrate import apply_migrations
 from tests.pgcluster import find_server, with_database
 
 REPO = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def db_url(session_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
     monkeypatch.setenv("DATABASE_URL", session_db)
     yield session_db
-    from skiplock.producer import close_default_pool
+    from skiplock.core.producer import close_default_pool
 
     close_default_pool()
 
@@ -112,7 +112,7 @@ def fresh_db_url(pg_admin_url: str, template_url: str, monkeypatch: pytest.Monke
     name, url = _clone(pg_admin_url, template_url, "skiplock_fresh")
     monkeypatch.setenv("DATABASE_URL", url)
     yield url
-    from skiplock.producer import close_default_pool
+    from skiplock.core.producer import close_default_pool
 
     close_default_pool()
     _drop(pg_admin_url, name)

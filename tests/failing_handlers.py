@@ -27,7 +27,8 @@ def process_order(payload: dict[str, Any]) -> None:
         raise ValueError(f"order {order} has no shipping address")
     if kind == "key":
         # a KeyError, as a lookup in real code raises it
-        _ = {}[f"sku-{order}"]
+        stock: dict[str, int] = {}
+        _ = stock[f"sku-{order}"]
     if kind == "chained":
         try:
             int(f"x{order}")

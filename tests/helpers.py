@@ -22,7 +22,7 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, message: str = "
     return last
 
 
-def scalar(conn, sql: str, params: object = None):  # type: ignore[no-untyped-def]
+def scalar(conn, sql: str, params: object = None):
     """First column of the first row."""
     row = conn.execute(sql, params).fetchone()
     return None if row is None else row[0]

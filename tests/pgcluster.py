@@ -34,7 +34,7 @@ def with_database(url: str, dbname: str) -> str:
     """`url` pointing at another database on the same server."""
     params = conninfo_to_dict(url)
     params["dbname"] = dbname
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def free_port() -> int:
@@ -111,7 +111,7 @@ class ThrowawayCluster:
 
     def migrated_database(self, name: str, extra_sql: str | None = None) -> str:
         """Create database `name` on this cluster, apply skiplock's migrations (and `extra_sql`); return its URL."""
-        from skiplock.migrate import apply_migrations
+        from skiplock.core.migrate import apply_migrations
 
         with psycopg.connect(self.url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')

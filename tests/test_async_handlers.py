@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.errors import ConfigError
-from skiplock.registry import Task
+from skiplock.core.errors import ConfigError
+from skiplock.core.registry import Task
 from tests.helpers import scalar, wait_for
 
 ASYNC = "tests.async_handlers"
@@ -31,7 +31,7 @@ def effects(conn, queue: str) -> dict[int, int]:
 
 
 def test_async_def_registers_as_an_async_task():
-    from skiplock.registry import REGISTRY, task
+    from skiplock.core.registry import REGISTRY, task
 
     @task("async-registration-check")
     async def handler(payload, job):  # pragma: no cover - never run here
@@ -46,7 +46,7 @@ def test_async_def_registers_as_an_async_task():
 
 
 def test_async_concurrency_setting_is_validated():
-    from skiplock.config import load_settings
+    from skiplock.core.config import load_settings
 
     assert load_settings({"SKIPLOCK_ASYNC_CONCURRENCY": "250"}).async_concurrency == 250
     assert load_settings({}).async_concurrency == 100
@@ -188,8 +188,8 @@ def test_async_recurring_task_fires(conn, spawn_worker):
 
 
 def test_lanes_split_queues_by_handler_kind_with_their_own_slots():
-    from skiplock.config import load_settings
-    from skiplock.lanes import ASYNC, SYNC, build_lanes
+    from skiplock.core.config import load_settings
+    from skiplock.runtime.lanes import ASYNC, SYNC, build_lanes
 
     async def coro(payload):  # pragma: no cover - never run
         return payload

@@ -8,11 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.errors import EnqueueError
+from skiplock.core.errors import EnqueueError
 from tests.conftest import REPO, worker_env
 from tests.helpers import scalar
 
@@ -23,7 +24,8 @@ class NotJson:
     """An object json.dumps cannot encode."""
 
 
-BAD_CALLS = {
+# case -> (enqueue's positional arguments, its keywords, the error it must raise)
+BAD_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {
     "object payload": (("t1", NotJson()), {}, "not JSON-serialisable"),
     "set payload": (("t1", {1, 2}), {}, "not JSON-serialisable"),
     "bytes payload": (("t1", b"raw"), {}, "not JSON-serialisable"),
@@ -108,7 +110,7 @@ def test_enqueue_inside_a_rolled_back_transaction_writes_nothing(conn, db_url):
 
 @pytest.mark.parametrize("payload", ["{not json", "", "[1, 2", "NaN"])
 def test_cli_enqueue_rejects_non_json_with_one_line(payload, conn, db_url):
-    proc = subprocess.run([sys.executable, "-m", "skiplock.cli", "enqueue", "t1", payload], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "skiplock.tools.cli", "enqueue", "t1", payload], cwd=REPO,
                           env=worker_env(db_url), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

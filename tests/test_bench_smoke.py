@@ -14,7 +14,7 @@ WORKLOADS = ["enqueue_single_p1", "raw_insert_single_p1", "enqueue_single_p4", "
              "enqueue_bulk", "drain_w1", "drain_w2", "pickup_latency"]
 
 
-def _bench_databases(conn) -> int:  # type: ignore[no-untyped-def]
+def _bench_databases(conn) -> int:
     return conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'skiplock_bench_%%'").fetchone()[0]
 
 
@@ -24,7 +24,7 @@ def test_quick_bench_reports_every_workload_and_drops_its_database(pg_admin_url,
 
     out = tmp_path / "bench.json"
     env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": pg_admin_url, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "import sys; from skiplock.cli import main; sys.exit(main())",
+    proc = subprocess.run([sys.executable, "-c", "import sys; from skiplock.tools.cli import main; sys.exit(main())",
                            "bench", "--quick", "--json", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr

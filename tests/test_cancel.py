@@ -46,7 +46,7 @@ async def long_async(payload, job):
 
 def cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     # `python -m skiplock` is the worker; the CLI is the `skiplock` console script's module
-    return subprocess.run([sys.executable, "-m", "skiplock.cli", *args], cwd=REPO, env=worker_env(db_url),
+    return subprocess.run([sys.executable, "-m", "skiplock.tools.cli", *args], cwd=REPO, env=worker_env(db_url),
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from skiplock.config import load_settings
-from skiplock.errors import ConfigError
-from skiplock.migrate import apply_migrations
+from skiplock.core.config import load_settings
+from skiplock.core.errors import ConfigError
+from skiplock.core.migrate import apply_migrations
 from tests.conftest import REPO
 from tests.helpers import scalar
 
@@ -22,7 +22,7 @@ def run_cli(*args: str, env_extra: dict[str, str] | None = None, url: str | None
     if url:
         env["DATABASE_URL"] = url
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "skiplock.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "skiplock.tools.cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=60)
 
 
@@ -105,7 +105,7 @@ def test_migrations_are_recorded_idempotent_and_safe_to_race(fresh_db_url):
         versions = [r[0] for r in c.execute("SELECT version FROM skiplock_migrations ORDER BY version")]
         assert versions == sorted(set(versions)) and "001" in versions
         # re-running every file's SQL directly is harmless too (idempotent migrations)
-        from skiplock.migrate import discover
+        from skiplock.core.migrate import discover
 
         for migration in discover():
             c.execute(migration.sql)

@@ -13,8 +13,9 @@ import dataclasses
 import psycopg
 import pytest
 
-from skiplock import JobOwnershipLost, core, enqueue
-from skiplock.registry import JobContext
+from skiplock import JobOwnershipLost, enqueue
+from skiplock.core import core
+from skiplock.core.registry import JobContext
 from tests.helpers import scalar
 from tests.test_user_transaction import ASYNC_KINDS, SYNC_KINDS, async_kind
 

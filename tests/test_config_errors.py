@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from skiplock.cli import main as cli_main
-from skiplock.config import _PARSERS, load_settings
-from skiplock.errors import ConfigError
+from skiplock.core.config import _PARSERS, load_settings
+from skiplock.core.errors import ConfigError
+from skiplock.tools.cli import main as cli_main
 from tests.conftest import REPO, worker_env
 
 # A value each setting must reject: a word where a number is expected, a bad choice, a bad list.

@@ -8,9 +8,10 @@ import threading
 import psycopg
 import pytest
 
-from skiplock import core, enqueue, enqueue_many
-from skiplock.core import Outcome
-from skiplock.reaper import Reaper
+from skiplock import enqueue, enqueue_many
+from skiplock.core import core
+from skiplock.core.core import Outcome
+from skiplock.services.reaper import Reaper
 from tests.helpers import scalar
 
 
@@ -123,7 +124,7 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
 
 
 def reaper_once(url: str):
-    from skiplock.db import make_pool
+    from skiplock.core.db import make_pool
 
     pool = make_pool(url, "test-reaper", size=1, open_wait=True)
     try:

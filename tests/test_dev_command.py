@@ -20,7 +20,7 @@ def test_skiplock_dev_runs_demo_on_embedded_postgres(tmp_path):
     env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "PORT": "0"})
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "skiplock.cli", "dev", "--data-dir", str(tmp_path / "pg")],
+        proc = subprocess.Popen([sys.executable, "-m", "skiplock.tools.cli", "dev", "--data-dir", str(tmp_path / "pg")],
                                 cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:

@@ -13,9 +13,8 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.cli import main
-from skiplock.config import load_settings
-from skiplock.doctor import (
+from skiplock.core.config import load_settings
+from skiplock.monitor.doctor import (
     CHECKS,
     FAIL,
     OK,
@@ -27,7 +26,8 @@ from skiplock.doctor import (
     check_throughput,
     run_checks,
 )
-from skiplock.latency import LatencyRecorder
+from skiplock.runtime.latency import LatencyRecorder
+from skiplock.tools.cli import main
 from tests.helpers import wait_for
 from tests.pgcluster import ThrowawayCluster
 
@@ -61,6 +61,7 @@ def test_long_transactions_pass_then_warn_then_fail(conn, db_url):
         pid = holder.info.backend_pid
         warn = wait_for(lambda: (c := check_long_transactions(conn, settings, max_age=60)).status == WARN and c,
                         timeout=10, message="the idle-in-transaction session to show")
+        assert warn  # a Check (wait_for returns the truthy value)
         assert [(d["pid"], d["application"]) for d in warn.details] == [(pid, "forgetful-app")]
         # the same transaction judged against a zero-second limit: it holds back vacuum
         fail = check_long_transactions(conn, settings, max_age=0)
@@ -97,6 +98,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         conn.execute("DELETE FROM jobs WHERE id = ANY(%s)", (ids,))
         warn = wait_for(lambda: (c := check_table_health(conn, settings, dead_min=100)).status == WARN and c,
                         timeout=15, message="the dead tuples to reach the statistics")
+        assert warn  # a Check (wait_for returns the truthy value)
         assert "dead" in warn.verdict
 
         conn.execute("VACUUM jobs")
@@ -177,7 +179,7 @@ def test_run_checks_reports_a_broken_check_instead_of_raising(fresh_db_url):
 
 
 def test_versions_check_warns_about_jobs_no_live_worker_runs(conn):
-    from skiplock.doctor import check_versions
+    from skiplock.monitor.doctor import check_versions
 
     conn.execute("INSERT INTO workers (id, host, pid, queues, concurrency, task_versions) "
                  "VALUES ('w', 'h', 1, '{vq}', 4, '{\"vq\": 2}')")

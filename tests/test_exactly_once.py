@@ -50,7 +50,7 @@ def test_sigkill_at_random_points_never_doubles_or_loses_a_result(
         worker = spawn_worker(**settings)
         # kill after a random number of committed results: mid-batch, mid-transaction, mid-ack
         target = before + rng.randint(1, 6)
-        wait_for(lambda t=target: _results(conn) >= t, timeout=60, message=f"{target} results")
+        wait_for(lambda: _results(conn) >= target, timeout=60, message=f"{target} results")  # noqa: B023 (wait_for calls it within this iteration)
         worker.kill()
         kills += 1
     last = spawn_worker(**settings)

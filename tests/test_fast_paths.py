@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import psycopg
 import pytest
 
-from skiplock import core, enqueue_many, queries
-from skiplock.producer import COPY_THRESHOLD
-from skiplock.runner import SuccessLogBudget
+from skiplock import enqueue_many
+from skiplock.core import core, queries
+from skiplock.core.producer import COPY_THRESHOLD
+from skiplock.runtime.runner import SuccessLogBudget
 from tests.helpers import scalar, wait_for
 
 
@@ -65,7 +67,7 @@ def test_success_log_budget_moves_lines_beyond_it_to_debug_and_counts_them(caplo
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["2 more jobs ok in the last second"]
 
 
-def _plan(conn: psycopg.Connection, statement: str, params: dict[str, object]) -> str:
+def _plan(conn: psycopg.Connection, statement: str, params: Mapping[str, object]) -> str:
     with conn.transaction(force_rollback=True):
         rows = conn.execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(r[0] for r in rows)
@@ -79,7 +81,7 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
     # fence written as `status = 'running'` then walked all of the running-jobs index per ack (seconds
     # per ack in the seed recipe). Statistics of an empty table (a backlog enqueued since)
     # made it scan the table per ack instead, or join the batch against a whole-index scan.
-    # Every ack and heartbeat must find each row by a primary-key probe (worker/queries.py).
+    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/queries.py).
     # a database of its own: the statistics made here must not steer other tests' plans
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         if analyzed == "while_empty":

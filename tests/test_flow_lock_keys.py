@@ -36,8 +36,9 @@ def test_one_run_per_key_across_workers_and_a_killed_holder_frees_its_key(
         db_url: str, conn: psycopg.Connection, spawn_worker: Callable[..., Any]) -> None:
     conn.execute(FLOW_RUNS)
     rng = random.Random(15)
-    jobs = [{"queue": "flow_keyed", "payload": {"key": rng.choice(KEYS), "sleep": rng.choice([0, 0.005, 0.01])},
-             "lock_key": None} for _ in range(200)]
+    jobs: list[dict[str, Any]] = [
+        {"queue": "flow_keyed", "payload": {"key": rng.choice(KEYS), "sleep": rng.choice([0, 0.005, 0.01])},
+         "lock_key": None} for _ in range(200)]
     for job in jobs:
         job["lock_key"] = job["payload"]["key"]
     jobs += [{"queue": "flow_keyed", "payload": {"sleep": 0.005}} for _ in range(200)]
@@ -81,7 +82,7 @@ def test_one_run_per_key_across_workers_and_a_killed_holder_frees_its_key(
 def test_task_lock_key_function_and_per_key_order(db_url: str, conn: psycopg.Connection) -> None:
     """@task(lock_key=fn) stamps the key at enqueue; one claim takes one job per key, the key's first."""
     import tests.flow_handlers  # noqa: F401  (registers flow_derived)
-    from skiplock import core
+    from skiplock.core import core
 
     ids = [enqueue("flow_derived", {"account": n % 2}, priority=p) for n, p in enumerate([0, 0, 5, 5, 0])]
     keys = [scalar(conn, "SELECT lock_key FROM jobs WHERE id = %s", (i,)) for i in ids]
@@ -98,7 +99,7 @@ def test_task_lock_key_function_and_per_key_order(db_url: str, conn: psycopg.Con
 def test_concurrent_claims_never_run_one_key_twice(db_url: str, conn: psycopg.Connection) -> None:
     """Many claimers on their own connections, racing on few keys: the unique index never fires at
     the caller (the claim retries a lost race) and one key never has two running rows."""
-    from skiplock import core
+    from skiplock.core import core
 
     enqueue_many([{"queue": "flow_keyed", "payload": {}, "lock_key": f"k{n % 3}"} for n in range(300)])
 

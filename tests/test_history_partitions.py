@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from skiplock import core, enqueue_many
-from skiplock.config import load_settings
-from skiplock.db import make_pool
-from skiplock.history import HistoryPartitions, add_months, month_start, partition_name
+from skiplock import enqueue_many
+from skiplock.core import core
+from skiplock.core.config import load_settings
+from skiplock.core.db import make_pool
+from skiplock.services.history import HistoryPartitions, add_months, month_start, partition_name
 from tests.helpers import scalar, wait_for
 
 SEED_INSERT = """

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from skiplock import enqueue, hooks
-from skiplock.errors import ConfigError
-from skiplock.registry import Registry, Task
+from skiplock.core.errors import ConfigError
+from skiplock.core.registry import Registry, Task
 from skiplock.testing import drain
 from tests.conftest import REPO
 from tests.helpers import scalar, wait_for

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skiplock import EnqueueError, enqueue, enqueue_many
-from skiplock.cli import main as cli_main
+from skiplock.tools.cli import main as cli_main
 
 HOSTILE_TEXT = st.sampled_from(["", " ", "\x00", "a\x00b", "'; DROP TABLE jobs; --", "<script>x</script>",
                                 "\ud800", "x" * 100_000, "queue\nname", "%s %(x)s", "$1", "emails"])

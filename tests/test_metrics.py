@@ -10,13 +10,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skiplock import core, enqueue, enqueue_many
-from skiplock.config import load_settings
-from skiplock.db import make_pool
-from skiplock.health import HealthServer, liveness
-from skiplock.latency import LatencyRecorder, fold_exited
-from skiplock.metrics import SkiplockCollector, connection_from_url, render
-from skiplock.runner import Worker
+from skiplock import enqueue, enqueue_many
+from skiplock.core import core
+from skiplock.core.config import load_settings
+from skiplock.core.db import make_pool
+from skiplock.monitor.metrics import SkiplockCollector, connection_from_url, render
+from skiplock.runtime.health import HealthServer, liveness
+from skiplock.runtime.latency import LatencyRecorder, fold_exited
+from skiplock.runtime.runner import Worker
 from tests.helpers import scalar, wait_for
 from tests.pgcluster import free_port
 
@@ -218,7 +219,7 @@ def test_p99_wait_equals_the_seeds_percentile_over_many_priorities(conn, db_url)
 
 
 def test_queue_limits_in_metrics(conn, db_url):
-    from skiplock import limits
+    from skiplock.core import limits
 
     limits.set_limit(conn, "m_limited", concurrency=3, rate="20/s")
     samples = scrape(db_url)

@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 
-from skiplock.config import load_settings
-from skiplock.registry import Registry, Task
-from skiplock.runner import Worker
-from skiplock.waiting import Waiting
+from skiplock.core.config import load_settings
+from skiplock.core.registry import Registry, Task
+from skiplock.core.waiting import Waiting
+from skiplock.runtime.runner import Worker
 from tests.helpers import scalar, wait_for
 
 
@@ -73,7 +73,7 @@ def test_a_killed_workers_waiter_rows_are_pruned_by_the_reaper(db_url: str, conn
     # make the dead worker's rows old enough to prune (its worker row stops being live after 30 s)
     conn.execute("UPDATE queue_waiters SET since = now() - interval '1 hour'")
     conn.execute("UPDATE workers SET last_seen = now() - interval '1 hour'")
-    from skiplock import waiting
+    from skiplock.core import waiting
 
     assert waiting.prune_gone(conn) == 1
     assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
@@ -146,7 +146,12 @@ def test_a_job_committed_between_the_empty_claim_and_the_registration_is_claimed
     ran: list[Any] = []
     done = threading.Event()
     registry = Registry()
-    registry.add(Task("race", lambda payload: (ran.append(payload), done.set()), wants_job=False))
+
+    def handler(payload: Any) -> None:
+        ran.append(payload)
+        done.set()
+
+    registry.add(Task("race", handler, wants_job=False))
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
     worker = Worker(load_settings(), registry=registry, queues=["race"])
     real_enter = worker._waiting.enter

@@ -68,7 +68,8 @@ def test_the_wheel_holds_one_package_and_its_data(dists: dict[str, Path]) -> Non
         assert {n.split("/")[0] for n in names} == {"skiplock", top_level.split("/")[0]}, kind
         for needed in ("skiplock/migrations/001_jobs.sql", "skiplock/templates/layout.html",
                        f"skiplock/static/{HTMX}", f"skiplock/static/{HTMX}.sha256", "skiplock/webapp/__init__.py",
-                       "skiplock/py.typed", "skiplock/bench_tasks.py"):
+                       "skiplock/py.typed", "skiplock/tools/bench_tasks.py",
+                       *(f"skiplock/{layer}/__init__.py" for layer in ("core", "monitor", "services", "runtime"))):
             assert needed in names, f"{needed} missing from the {kind} wheel"
         assert not any(n.startswith("skiplock/tests") or "screenshots" in n for n in names), kind
     # the sdist carries the sources the wheel is built from, and no tests are needed to build it
@@ -267,8 +268,8 @@ def _check_console(app: Installed, conn: psycopg.Connection, dead_id: int) -> No
 def test_the_editable_install_loads_one_copy_of_each_module() -> None:
     """`pip install -e .` maps the folders like the wheel: `skiplock` only, never `worker` beside it
     (two copies would mean two task registries)."""
-    code = ("import sys, skiplock, skiplock.webapp, skiplock.runner, skiplock.cli\n"
-            "from skiplock.registry import REGISTRY\n"
+    code = ("import sys, skiplock, skiplock.webapp, skiplock.runtime.runner, skiplock.tools.cli\n"
+            "from skiplock.core.registry import REGISTRY\n"
             "from skiplock import task\n"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('worker', 'webapp')], sys.modules.keys()\n"
             "print(skiplock.__file__, skiplock.webapp.__file__)")

@@ -1,8 +1,8 @@
-"""How many jobs a worker holds beyond its slots, and when it claims again (worker/prefetch.py)."""
+"""How many jobs a worker holds beyond its slots, and when it claims again (worker/runtime/prefetch.py)."""
 
 from __future__ import annotations
 
-from skiplock.prefetch import ClaimSizing
+from skiplock.runtime.prefetch import ClaimSizing
 
 
 def measured(slots: int, batch: int, claim: float, handler: float, fixed: int | None = None) -> ClaimSizing:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from skiplock import EnqueueError, core, enqueue, enqueue_many
+from skiplock import EnqueueError, enqueue, enqueue_many
+from skiplock.core import core
 from tests.helpers import scalar, wait_for
 
 
@@ -167,7 +168,7 @@ def test_seed_on_conflict_on_constraint_form_really_fails(conn):
 def test_a_tasks_own_max_attempts_applies_unless_enqueue_names_one(conn):
     """@task(max_attempts=...) used to be stored and never read."""
     from skiplock import enqueue, enqueue_many, task
-    from skiplock.registry import REGISTRY
+    from skiplock.core.registry import REGISTRY
 
     @task("few-attempts", max_attempts=3)
     def handler(payload):

@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skiplock import core, enqueue
-from skiplock.backoff import JITTER_FRACTION, backoff_seconds
+from skiplock import enqueue
+from skiplock.core import core
+from skiplock.core.backoff import JITTER_FRACTION, backoff_seconds
 from tests.helpers import scalar, wait_for
 
 # ---- backoff ----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis) for recurring schedules' next-fire computation.
 
-Cron: `skiplock.schedule.CronSchedule.next_after` is checked against a small independent oracle
+Cron: `skiplock.services.schedule.CronSchedule.next_after` is checked against a small independent oracle
 that walks days, hours and minutes in the schedule's zone and applies crontab's rules (0 and 7 are
 Sunday; when day-of-month and day-of-week are both restricted, either one matching is enough; a
 field starting with '*' counts as unrestricted). The oracle is exact for zones without daylight
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from skiplock.schedule import IntervalSchedule, build_schedule, latest_at_or_before
+from skiplock.services.schedule import IntervalSchedule, build_schedule, latest_at_or_before
 
 RANGES = {"minute": (0, 59), "hour": (0, 23), "dom": (1, 31), "month": (1, 12), "dow": (0, 7)}
 # Generated days of month stop at 28 so that every expression fires in every month's reach

@@ -8,10 +8,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from skiplock import core
-from skiplock.config import load_settings
-from skiplock.db import make_pool
-from skiplock.pruner import Pruner
+from skiplock.core import core
+from skiplock.core.config import load_settings
+from skiplock.core.db import make_pool
+from skiplock.services.pruner import Pruner
 
 HOUR = 3600.0
 SETTINGS = load_settings(env={}, history_retention=HOUR, dead_retention=24 * HOUR)
@@ -81,7 +81,7 @@ def test_prune_statement_can_use_the_finished_index(conn):
 
 def test_stats_past_retention_fold_into_totals_and_metrics_never_go_down(conn, pool):
     """job_stats minutes past SKIPLOCK_STATS_RETENTION are deleted in batches; /metrics' counters stay the same."""
-    from skiplock.metrics import STAT_TOTALS
+    from skiplock.monitor.metrics import STAT_TOTALS
 
     conn.execute("""INSERT INTO job_stats (minute, queue, worker_id, completed, retried, dead, reaped)
                     SELECT date_trunc('minute', now()) - make_interval(mins => m), 'q' || (m % 2), 'w', 3, 2, 1,

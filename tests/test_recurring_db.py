@@ -11,13 +11,14 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from skiplock import core, enqueue
-from skiplock.cli import main
-from skiplock.db import make_pool
+from skiplock import enqueue
+from skiplock.core import core
+from skiplock.core.db import make_pool
 from skiplock.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
-from skiplock.recurring_service import RecurringService
-from skiplock.recurring_store import prune_slots, slot_key
-from skiplock.schedule import IntervalSchedule
+from skiplock.services.recurring_service import RecurringService
+from skiplock.services.recurring_store import prune_slots, slot_key
+from skiplock.services.schedule import IntervalSchedule
+from skiplock.tools.cli import main
 from tests.helpers import scalar, wait_for
 
 FIVE_MIN = IntervalSchedule(300)
@@ -275,8 +276,8 @@ def build_hourly_next(moment: datetime) -> datetime:
 
 
 def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
-    from skiplock.maintenance import build_scheduler
-    from skiplock.recurring_service import WAKE_DELAY
+    from skiplock.services.maintenance import build_scheduler
+    from skiplock.services.recurring_service import WAKE_DELAY
 
     scheduler = build_scheduler()  # never started: the test only looks at what was armed
     woken: list[int] = []
@@ -292,9 +293,9 @@ def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
 
 def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
     import tests.handlers  # noqa: F401  (registers queue t1)
-    from skiplock.config import load_settings
-    from skiplock.reaper import Reaper
-    from skiplock.runner import Worker
+    from skiplock.core.config import load_settings
+    from skiplock.runtime.runner import Worker
+    from skiplock.services.reaper import Reaper
 
     w = Worker(load_settings(), queues=["t1"])  # starts no thread until run(): nothing to shut down
     w.pool = pool

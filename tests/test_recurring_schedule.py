@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from skiplock import ConfigError, task
+from skiplock.core.registry import REGISTRY
 from skiplock.recurring_defs import DEFINITIONS, define, recurring
-from skiplock.registry import REGISTRY
-from skiplock.schedule import (
+from skiplock.services.schedule import (
     IntervalSchedule,
     build_schedule,
     latest_at_or_before,

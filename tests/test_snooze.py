@@ -61,7 +61,7 @@ def test_snooze_refuses_a_negative_delay() -> None:
 
 
 def test_drain_reports_a_snooze(conn) -> None:
-    from skiplock.registry import Registry, Task
+    from skiplock.core.registry import Registry, Task
 
     def always_snooze(payload):
         raise Snooze(600)

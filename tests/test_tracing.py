@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from skiplock import PermanentFailure, enqueue
-from skiplock.config import load_settings
-from skiplock.registry import Registry, Task
-from skiplock.runner import Worker
+from skiplock.core.config import load_settings
+from skiplock.core.registry import Registry, Task
+from skiplock.runtime.runner import Worker
 from tests.helpers import scalar, wait_for
 
 _EXPORTER = InMemorySpanExporter()

@@ -12,8 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from skiplock import core, enqueue
-from skiplock.transitions import SITUATIONS, TRANSITIONS, allowed, situation
+from skiplock import enqueue
+from skiplock.core import core
+from skiplock.core.transitions import SITUATIONS, TRANSITIONS, allowed, situation
 
 WORKER = "transitions-test-worker"
 

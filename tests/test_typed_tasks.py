@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def typed_tasks(tmp_path: Path, monkeypatch):
 
     yield typed_tasks
     sys.modules.pop("typed_tasks", None)
-    from skiplock.registry import REGISTRY
+    from skiplock.core.registry import REGISTRY
 
     REGISTRY._tasks.pop("welcome", None)
 
@@ -96,7 +97,7 @@ def test_a_bad_field_is_refused_at_enqueue_and_nothing_is_written(typed_tasks, c
 
 
 def test_the_handle_is_still_the_handler(typed_tasks) -> None:
-    from skiplock.registry import JobContext
+    from skiplock.core.registry import JobContext
 
     handle = typed_tasks.send_welcome
     assert handle.__name__ == "send_welcome" and handle.queue == "welcome"
@@ -108,7 +109,7 @@ def test_the_handle_is_still_the_handler(typed_tasks) -> None:
     assert isinstance(JobContext, type)
 
 
-pydantic = pytest.importorskip("pydantic")  # installed with the test extra (pydantic-settings)
+pydantic: Any = pytest.importorskip("pydantic")  # installed with the test extra (pydantic-settings)
 
 
 class Invoice(pydantic.BaseModel):  # at module level: the annotation below must resolve by name
@@ -117,8 +118,8 @@ class Invoice(pydantic.BaseModel):  # at module level: the annotation below must
 
 
 def test_a_pydantic_payload_is_validated(conn) -> None:
-    from skiplock.registry import REGISTRY
-    from skiplock.registry import task as task_decorator
+    from skiplock.core.registry import REGISTRY
+    from skiplock.core.registry import task as task_decorator
 
     def bill(payload: Invoice) -> None:
         pass

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from skiplock import backoff
-from skiplock.backoff import backoff_seconds
-from skiplock.errors import ConfigError, RetryAfter
-from skiplock.registry import Registry, Task, task
-from skiplock.runner import format_error
+from skiplock.core import backoff
+from skiplock.core.backoff import backoff_seconds
+from skiplock.core.errors import ConfigError, RetryAfter
+from skiplock.core.registry import Registry, Task, task
+from skiplock.runtime.runner import format_error
 
 
 def test_backoff_docstring_examples():

@@ -53,9 +53,10 @@ def sqlalchemy_url(url: str, driver: str) -> Any:
     from sqlalchemy.engine import URL
 
     info = psycopg.conninfo.conninfo_to_dict(url)
-    return URL.create(f"postgresql+{driver}", username=info.get("user"), password=info.get("password"),
-                      host=info.get("host"), port=int(info["port"]) if info.get("port") else None,
-                      database=info.get("dbname"))
+    text = {k: str(v) for k, v in info.items() if v is not None}  # conninfo values are text or numbers
+    return URL.create(f"postgresql+{driver}", username=text.get("user"), password=text.get("password"),
+                      host=text.get("host"), port=int(text["port"]) if text.get("port") else None,
+                      database=text.get("dbname"))
 
 
 def _engine(url: str, driver: str) -> Any:
@@ -230,7 +231,7 @@ def test_optional_libraries_are_not_imported_by_skiplock() -> None:
 # ---- asyncio ------------------------------------------------------------------------------------
 
 @contextlib.asynccontextmanager
-async def async_kind(url: str, kind: str):  # type: ignore[no-untyped-def]
+async def async_kind(url: str, kind: str):
     if kind == "psycopg3-async":
         async with await psycopg.AsyncConnection.connect(url) as aconn:
             yield aconn, aconn.commit, aconn.rollback
@@ -278,7 +279,7 @@ def test_async_commit_makes_the_job_run(kind: str, db_url: str, conn: psycopg.Co
                                         spawn_worker: Callable[..., Any]) -> None:
     spawn_worker(SKIPLOCK_QUEUES="t1")
 
-    async def scenario() -> list[int | None]:
+    async def scenario() -> list[int]:
         if kind == "async-pool":  # no conn=: the lazily built async pool, autocommit
             try:
                 one = await enqueue_async("t1", {"kind": kind})

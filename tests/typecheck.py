@@ -1,4 +1,4 @@
-"""Run mypy on the `skiplock` package as it is installed, from the source folders.
+"""Run mypy on the `skiplock` package as it is installed, from the source folders, and on the tests.
 
 The build maps worker/ and webapp/ into one package, `skiplock` (pyproject.toml). An editable
 install finds it through an import hook that mypy cannot follow, so this builds the same mapping
@@ -30,11 +30,13 @@ def link_tree(root: Path) -> None:
 
 
 def run(extra: list[str]) -> int:
-    """mypy over the linked `skiplock` package; returns mypy's exit status."""
+    """mypy over the linked `skiplock` package and the `tests` package; returns mypy's exit status."""
     with tempfile.TemporaryDirectory(prefix="skiplock-mypy-") as tmp:
         link_tree(Path(tmp))
-        env = {**os.environ, "MYPYPATH": tmp}
-        cmd = [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), "-p", "skiplock", *extra]
+        # the linked tree first, so `skiplock` is the package as installed; the checkout for `tests`
+        env = {**os.environ, "MYPYPATH": os.pathsep.join([tmp, str(REPO)])}
+        cmd = [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), "-p", "skiplock",
+               "-p", "tests", *extra]
         return subprocess.run(cmd, cwd=tmp, env=env).returncode
 
 

@@ -1,4 +1,4 @@
-"""The job page's Cancel for a running job (worker/cancel.py): admin only, like every console POST
+"""The job page's Cancel for a running job (worker/core/cancel.py): admin only, like every console POST
 (webapp/auth.py answers 403 to a read-only login before this runs), and written to the audit log."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 
-from skiplock.cancel import request_cancel
+from skiplock.core.cancel import request_cancel
 from skiplock.webapp import db, filters
 from skiplock.webapp.web import audit
 

@@ -9,9 +9,9 @@ import psycopg
 from flask import Flask, current_app
 from psycopg_pool import ConnectionPool
 
-from skiplock.config import validate_database_url
-from skiplock.db import connect_kwargs
-from skiplock.deadline import WATCHDOG, db_deadline
+from skiplock.core.config import validate_database_url
+from skiplock.core.db import connect_kwargs
+from skiplock.core.deadline import WATCHDOG, db_deadline
 
 EXTENSION = "skiplock_pool"
 HOST_OWNED = "skiplock_pool_is_the_hosts"

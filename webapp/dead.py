@@ -15,7 +15,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core
+from skiplock.core import core
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, is_local_path, page
 

@@ -10,8 +10,9 @@ from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import transitions, why
-from skiplock.config import Settings
+from skiplock.core import transitions
+from skiplock.core.config import Settings
+from skiplock.monitor import why
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, page
 

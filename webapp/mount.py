@@ -26,7 +26,7 @@ from flask import Flask, Request
 from psycopg_pool import ConnectionPool
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from skiplock.errors import ConfigError
+from skiplock.core.errors import ConfigError
 
 # What an authorize hook may answer: a role, (role, user name), or None to refuse.
 AuthorizeHook = Callable[[Request], "str | tuple[str, str] | None"]

@@ -1,7 +1,7 @@
 """Operations pages: /metrics for Prometheus and /health with the `skiplock doctor` checks.
 
 /metrics is public by the console's allowlist (optionally behind SKIPLOCK_METRICS_TOKEN); the
-numbers come from SQL run at scrape time through the console's pool (worker/metrics.py).
+numbers come from SQL run at scrape time through the console's pool (worker/monitor/metrics.py).
 /health shows the same checks as `skiplock doctor`, each with its verdict and what to do.
 """
 
@@ -11,9 +11,9 @@ from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from skiplock.config import load_settings
-from skiplock.doctor import FAIL, WARN, run_checks
-from skiplock.metrics import SkiplockCollector, render
+from skiplock.core.config import load_settings
+from skiplock.monitor.doctor import FAIL, WARN, run_checks
+from skiplock.monitor.metrics import SkiplockCollector, render
 from skiplock.webapp import db
 from skiplock.webapp.web import page
 

@@ -12,7 +12,7 @@ import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from skiplock import why
+from skiplock.monitor import why
 from skiplock.webapp import charts, db, filters, queries
 from skiplock.webapp.web import page
 

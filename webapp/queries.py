@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skiplock import queries as _core_queries
+from skiplock.core import queries as _core_queries
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
 # jump from one queue name to the next instead of reading every row), running jobs, paused
@@ -231,7 +231,7 @@ SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts,
 
 # ---- dead letters -----------------------------------------------------------------------------
 
-# Dead (or failed) jobs grouped by queue and error group (skiplock/error_summary.py) over the window, biggest
+# Dead (or failed) jobs grouped by queue and error group (skiplock/core/error_summary.py) over the window, biggest
 # first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
 # or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
 # whether the groups cover the whole window.
@@ -386,7 +386,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' AND que
 FLOW_CAP = 10_000  # tenant backlogs and the version mix count at most this many queued jobs each
 FLOW_TENANTS = 20  # tenants listed on the queue page, in name order
 
-# The queue's global limits (worker/limits.py) and how many of its jobs run now.
+# The queue's global limits (worker/core/limits.py) and how many of its jobs run now.
 FLOW_LIMITS = """
 SELECT l.concurrency, l.rate, l.burst, l.updated_by,
        (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = l.queue) AS running

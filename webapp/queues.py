@@ -10,9 +10,10 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core, limits, transitions, why
-from skiplock.config import Settings
-from skiplock.errors import ConfigError
+from skiplock.core import core, limits, transitions
+from skiplock.core.config import Settings
+from skiplock.core.errors import ConfigError
+from skiplock.monitor import why
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.overview import COUNT_CAP, capped
 from skiplock.webapp.web import audit, page

@@ -6,7 +6,7 @@ from flask import Blueprint, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import core
+from skiplock.core import core
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, page
 

@@ -6,7 +6,7 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.status import LIVE_WORKER_SECONDS
+from skiplock.core.status import LIVE_WORKER_SECONDS
 from skiplock.webapp import db, queries
 from skiplock.webapp.web import page
 

@@ -12,7 +12,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 # Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
 # pay for it. The worker wires its services itself (Worker._start_services).
-from skiplock.errors import (
+from skiplock import hooks, recurring_defs
+from skiplock.core.errors import (
     ConfigError,
     Discard,
     EnqueueError,
@@ -22,12 +23,22 @@ from skiplock.errors import (
     SkiplockError,
     Snooze,
 )
+from skiplock.core.producer import enqueue, enqueue_many
+from skiplock.core.registry import TASK_OPTIONS, JobContext, task
+from skiplock.core.status import JobStatus
 from skiplock.hooks import on_dead, on_failure
-from skiplock.producer import enqueue, enqueue_many
 from skiplock.producer_async import enqueue_async, enqueue_many_async
 from skiplock.recurring_defs import recurring
-from skiplock.registry import JobContext, task
-from skiplock.status import JobStatus
+
+# @task's extra keywords and what takes each: the one list (nothing registers itself on import).
+TASK_OPTIONS.update({
+    "on_failure": hooks.on_failure_option,  # per-queue error hooks
+    "on_dead": hooks.on_dead_option,
+    "every": recurring_defs.from_task,  # a recurring schedule named after the queue
+    "cron": recurring_defs.from_task,
+    "timezone": recurring_defs.needs_schedule,  # only with every= or cron=
+    "catch_up": recurring_defs.needs_schedule,
+})
 
 try:
     __version__ = version("skiplock")

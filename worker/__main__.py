@@ -2,7 +2,7 @@
 
 import sys
 
-from skiplock.cli import main
+from skiplock.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["worker", *sys.argv[1:]]))

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock import core
-from skiplock.errors import ConfigError
-from skiplock.registry import TASK_OPTION_HOOKS
+from skiplock.core import core
+from skiplock.core.errors import ConfigError
 
 log = logging.getLogger("skiplock.hooks")
 
@@ -79,8 +78,9 @@ def _task_option(table: dict[str, list[Hook]], what: str) -> Callable[[str, Call
     return attach
 
 
-TASK_OPTION_HOOKS["on_failure"] = _task_option(_QUEUE_ON_FAILURE, "on_failure")
-TASK_OPTION_HOOKS["on_dead"] = _task_option(_QUEUE_ON_DEAD, "on_dead")
+# @task(on_failure=..., on_dead=...): the package root lists them with @task's other options
+on_failure_option = _task_option(_QUEUE_ON_FAILURE, "on_failure")
+on_dead_option = _task_option(_QUEUE_ON_DEAD, "on_dead")
 
 
 def clear() -> None:

@@ -1,6 +1,6 @@
 """Enqueue from asyncio code without blocking the event loop.
 
-The same validation and the same statements as skiplock.producer; only the I/O is awaited. With
+The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
 `conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an SQLAlchemy
 AsyncConnection or AsyncSession: see skiplock.adapters). Without it, an async pool of autocommit
 connections is built from DATABASE_URL on first use, one per event loop (a psycopg async pool
@@ -13,15 +13,16 @@ import asyncio
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock import adapters, queries, tracing
-from skiplock.config import load_settings, validate_database_url
-from skiplock.db import connect_kwargs
-from skiplock.producer import _many_params, _many_specs, _one_job_statement
+from skiplock import adapters
+from skiplock.core import queries, tracing
+from skiplock.core.config import load_settings, validate_database_url
+from skiplock.core.db import connect_kwargs
+from skiplock.core.producer import _many_params, _many_specs, _one_job_statement
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -55,6 +56,20 @@ async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[A
         return await adapters.run_async(conn, sql, params)
     async with (await default_async_pool()).connection() as pooled:
         return await adapters.run_async(pooled, sql, params)
+
+
+# Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
+@overload
+async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
+                        run_at: datetime | None = ..., delay: float | timedelta | None = ...,
+                        unique_key: None = ..., max_attempts: int | None = ..., on_conflict: str = ...,
+                        lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...) -> int: ...
+@overload
+async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
+                        run_at: datetime | None = ..., delay: float | timedelta | None = ...,
+                        unique_key: str | None, max_attempts: int | None = ..., on_conflict: str = ...,
+                        lock_key: str | None = ..., tenant: str | None = ...,
+                        version: int | None = ...) -> int | None: ...
 
 
 async def enqueue_async(

@@ -9,8 +9,8 @@ Declare a definition next to its handler:
               payload={"kind": "nightly"})
 
 Every worker process syncs these into `recurring_schedules` at start-up and keeps the next
-slot of each one enqueued (worker/recurring_service.py); `recurring_slots` records every slot
-so that it is enqueued exactly once (worker/recurring_store.py).
+slot of each one enqueued (worker/services/recurring_service.py); `recurring_slots` records every slot
+so that it is enqueued exactly once (worker/services/recurring_store.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 
 import psycopg
 
-from skiplock import recurring_store
-from skiplock.errors import ConfigError, EnqueueError
-from skiplock.producer import serialize_payload
-from skiplock.registry import REGISTRY, TASK_OPTION_HOOKS
-from skiplock.schedule import build_schedule, load_zone, parse_interval
+from skiplock.core.errors import ConfigError, EnqueueError
+from skiplock.core.producer import serialize_payload
+from skiplock.core.registry import REGISTRY
+from skiplock.services import recurring_store
+from skiplock.services.schedule import build_schedule, load_zone, parse_interval
 
 MAX_NAME = 200
 CATCH_UP_POLICIES = ("once", "skip")
@@ -141,7 +141,7 @@ def recurring(
 # ---- @task("reports", every="5m", timezone=..., catch_up=...) --------------------------------
 
 
-def _from_task(queue: str, func: Callable[..., Any], value: Any) -> None:
+def from_task(queue: str, func: Callable[..., Any], value: Any) -> None:
     """@task's every=/cron= hook: a definition named after the queue, with the task's options."""
     task = REGISTRY.get(queue)
     options = task.options if task is not None else {}
@@ -149,18 +149,13 @@ def _from_task(queue: str, func: Callable[..., Any], value: Any) -> None:
               timezone=options.get("timezone", "UTC"), catch_up=options.get("catch_up", "once"))
 
 
-def _needs_schedule(queue: str, func: Callable[..., Any], value: Any) -> None:
+def needs_schedule(queue: str, func: Callable[..., Any], value: Any) -> None:
     """@task's timezone=/catch_up= hook: only meaningful together with every= or cron=."""
     task = REGISTRY.get(queue)
     options = task.options if task is not None else {}
     if "every" not in options and "cron" not in options:
         raise ConfigError(f"@task({queue!r}): timezone= and catch_up= need every= or cron=")
 
-
-TASK_OPTION_HOOKS["every"] = _from_task
-TASK_OPTION_HOOKS["cron"] = _from_task
-TASK_OPTION_HOOKS["timezone"] = _needs_schedule
-TASK_OPTION_HOOKS["catch_up"] = _needs_schedule
 
 
 # ---- operator functions (console, CLI): each takes a psycopg connection ----------------------

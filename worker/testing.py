@@ -15,7 +15,7 @@ your top-level conftest.py. It gives:
 And, usable with or without the plugin:
 
 - `drain(queue=None, conn=None)` runs the ready jobs in this process through the real claim and
-  ack statements (skiplock.core) and the worker's own outcome rules (skiplock.outcomes), until none
+  ack statements (skiplock.core.core) and the worker's own outcome rules (skiplock.runtime.outcomes), until none
   is ready: retries that are due run too, a retry scheduled later does not. Returns the outcomes.
 - `enqueued_jobs(queue=None, conn=None)` lists the queued jobs; `assert_enqueued(queue, subset)`
   fails with the list of what is queued unless a job's payload contains `subset`.
@@ -36,11 +36,13 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from skiplock import core, hooks, outcomes, tracing
-from skiplock.config import load_settings
-from skiplock.migrate import apply_migrations
-from skiplock.producer import close_default_pool
-from skiplock.registry import REGISTRY, JobContext, Registry
+from skiplock import hooks
+from skiplock.core import core, tracing
+from skiplock.core.config import load_settings
+from skiplock.core.migrate import apply_migrations
+from skiplock.core.producer import close_default_pool
+from skiplock.core.registry import REGISTRY, JobContext, Registry
+from skiplock.runtime import outcomes
 
 # Status names a drained job ends in, by the outcome's status (core.Outcome.status).
 _FINAL_STATUS = {"ok": "succeeded", "queued": "queued", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from skiplock.errors import EnqueueError, PermanentFailure
+from skiplock.core.errors import EnqueueError, PermanentFailure
 
 _SIMPLE = (str, int, float, bool, list, dict)
 
@@ -162,7 +162,7 @@ class TaskHandle:
                 unique_key: str | None = None, max_attempts: int | None = None, on_conflict: str = "ignore",
                 lock_key: str | None = None, tenant: str | None = None) -> int | None:
         """skiplock.enqueue on this task's queue, the payload validated first (see the module doc)."""
-        from skiplock.producer import enqueue
+        from skiplock.core.producer import enqueue
 
         return enqueue(self.queue, self._serialised(payload), conn=conn, priority=priority, run_at=run_at,
                        delay=delay, unique_key=unique_key, max_attempts=max_attempts, on_conflict=on_conflict,
@@ -171,7 +171,7 @@ class TaskHandle:
     def enqueue_many(self, payloads: Iterable[Any], *, conn: Any = None,
                      **options: Any) -> list[int]:
         """skiplock.enqueue_many on this queue; `options` (priority, delay, ...) apply to every job."""
-        from skiplock.producer import enqueue_many
+        from skiplock.core.producer import enqueue_many
 
         jobs = []
         for index, payload in enumerate(payloads):

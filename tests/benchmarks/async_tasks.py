@@ -1,7 +1,7 @@
 """The handler of compare.py's async drain: an `async def` that awaits a 10 ms sleep.
 
 Loaded by the benchmark's skiplock worker with SKIPLOCK_TASKS=tests.benchmarks.async_tasks, in
-place of skiplock.bench_tasks, on the same queue so bench.seed_jobs and bench.wait_acked apply.
+place of skiplock.tools.bench_tasks, on the same queue so bench.seed_jobs and bench.wait_acked apply.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from skiplock.bench import BENCH_QUEUE
-from skiplock.registry import task
+from skiplock.core.registry import task
+from skiplock.tools.bench import BENCH_QUEUE
 from tests.benchmarks.peers import ASYNC_SLEEP
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
-from skiplock.bench import latency_summary, stop_processes, wait_until
+from skiplock.tools.bench import latency_summary, stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/11")
@@ -202,7 +202,7 @@ def drain(jobs: int, processes: int, pool: str = "solo", concurrency: int = 1) -
 
 def pickup_latency(jobs: int, gap: float = 0.05) -> dict[str, Any]:
     """Workload 4: one solo worker, one publish every `gap` s; apply_async's return -> handler start."""
-    from skiplock.bench import ProbeReceiver
+    from skiplock.tools.bench import ProbeReceiver
 
     flush()
     probe = ProbeReceiver()

@@ -30,8 +30,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock import bench
-from skiplock.bench import (
+from skiplock.tools import bench
+from skiplock.tools.bench import (
     ProbeReceiver,
     percentile,
     scratch_database,

@@ -29,8 +29,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock import limits
-from skiplock.bench import (
+from skiplock.core import limits
+from skiplock.tools.bench import (
     BENCH_QUEUE,
     ProbeReceiver,
     scratch_database,
@@ -84,7 +84,7 @@ def _cpu_seconds(pid: int) -> float:
 def _workers(url: str, probe_port: int = 0, queues: str = BENCH_QUEUE) -> list[subprocess.Popen[bytes]]:
     """PROCESSES bench workers (concurrency 50, batch 50) of `queues`, connected and idle."""
     env = worker_env(url, probe_port, concurrency=50, batch_size=50)
-    env.update({"SKIPLOCK_TASKS": "skiplock.bench_tasks,tests.benchmarks.flow_tasks", "SKIPLOCK_QUEUES": queues})
+    env.update({"SKIPLOCK_TASKS": "skiplock.tools.bench_tasks,tests.benchmarks.flow_tasks", "SKIPLOCK_QUEUES": queues})
     procs = [subprocess.Popen([sys.executable, "-m", "skiplock"], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(PROCESSES)]
     with psycopg.connect(url, autocommit=True) as conn:

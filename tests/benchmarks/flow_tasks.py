@@ -6,7 +6,7 @@ import random
 import time
 from typing import Any
 
-from skiplock.registry import task
+from skiplock.core.registry import task
 
 LIMITED_QUEUE = "skiplock_bench_limited"
 

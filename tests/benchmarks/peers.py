@@ -8,7 +8,7 @@
 The -sleep variants run the async drain's handler instead: `await asyncio.sleep(ASYNC_SLEEP)`,
 at most ASYNC_SLOTS at once (what compare.py's drain_async gives skiplock too).
 
-Handlers behave like skiplock.bench_tasks: a payload with "p" sends (seq, enqueue time, start
+Handlers behave like skiplock.tools.bench_tasks: a payload with "p" sends (seq, enqueue time, start
 time) to the probe port over loopback UDP; anything else is a no-op. SIGTERM stops them.
 """
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.bench import BENCH_QUEUE, scratch_database, skiplock_workers, wait_until
+from skiplock.tools.bench import BENCH_QUEUE, scratch_database, skiplock_workers, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 INSERT = f"INSERT INTO jobs (queue, payload) VALUES ('{BENCH_QUEUE}', '{{\"n\": 1}}');\n"
@@ -86,7 +86,7 @@ def python_tps(url: str, clients: int, seconds: float, how: str) -> float:
 
 def _child(how: str, url: str, threads: int, start: float, seconds: float) -> None:
     """One producer process: `threads` connections commit one job each per transaction until the end."""
-    from skiplock.producer import enqueue
+    from skiplock.core.producer import enqueue
 
     counts = [0] * threads
     errors: list[BaseException] = []

@@ -29,9 +29,9 @@ from typing import Any
 import psycopg
 import psycopg.sql
 
-from skiplock import core
-from skiplock.bench import stop_processes
-from skiplock.migrate import apply_migrations
+from skiplock.core import core
+from skiplock.core.migrate import apply_migrations
+from skiplock.tools.bench import stop_processes
 from tests.pgcluster import ThrowawayCluster, find_server, with_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ class Producer(threading.Thread):
         self.enqueued = 0
 
     def run(self) -> None:
-        from skiplock.queries import ENQUEUE_MANY
+        from skiplock.core.queries import ENQUEUE_MANY
 
         with psycopg.connect(self.url, autocommit=True, application_name="skiplock-soak-producer") as conn:
             while not self.stop.is_set():

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from skiplock.bench import BENCH_QUEUE
+from skiplock.tools.bench import BENCH_QUEUE
 
 
 def _session(url: str) -> Any:

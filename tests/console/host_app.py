@@ -6,6 +6,7 @@ Used by tests/console/test_mount.py (Flask test client) and the browser test of 
 from __future__ import annotations
 
 from flask import Flask, Request, redirect, request, session
+from flask.typing import ResponseReturnValue
 
 from skiplock.webapp import mount
 
@@ -32,7 +33,7 @@ def build_host(database_url: str) -> Flask:
         return f"host home, user={session.get('user')}"
 
     @app.route("/login", methods=["GET", "POST"])
-    def login() -> object:
+    def login() -> ResponseReturnValue:
         session["user"] = request.values.get("user", "")
         return redirect(PREFIX + "/", 303)
 

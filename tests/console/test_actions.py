@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from skiplock import core
+from skiplock.core import core
 from tests.console.factory import make_job, status_of
 
 

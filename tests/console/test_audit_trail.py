@@ -47,9 +47,9 @@ def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monke
 
 
 def test_the_pruner_keeps_audit_rows_for_the_retention_only(admin, conn, db_url):
-    from skiplock.config import load_settings
-    from skiplock.db import make_pool
-    from skiplock.pruner import Pruner
+    from skiplock.core.config import load_settings
+    from skiplock.core.db import make_pool
+    from skiplock.services.pruner import Pruner
 
     for queue in ("old1", "old2", "old3", "new"):
         assert admin.post(f"/queues/{queue}/pause", data={"unknown_ok": "yes"}).status_code == 303

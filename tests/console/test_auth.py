@@ -9,7 +9,7 @@ import pytest
 from flask import Blueprint
 from werkzeug.security import generate_password_hash
 
-from skiplock.errors import ConfigError
+from skiplock.core.errors import ConfigError
 from skiplock.webapp import create_app
 from skiplock.webapp.settings import Account, web_config
 from tests.console.conftest import ADMIN, READONLY, csrf_token, login

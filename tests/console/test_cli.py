@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from skiplock.cli import COMMANDS, main
-from skiplock.webapp.cli import dev_console
+from skiplock.tools.cli import COMMANDS, main
+from skiplock.tools.web_cli import dev_console
 
 
 def test_web_command_refuses_to_start_without_credentials(db_url, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from skiplock import enqueue_many
-from skiplock.error_summary import group_key, headline
+from skiplock.core.error_summary import group_key, headline
 from tests.helpers import scalar, wait_for
 
 KINDS = {"connection": 5, "value": 4, "key": 3, "chained": 2}

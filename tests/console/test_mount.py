@@ -14,7 +14,7 @@ import pytest
 from flask import Flask
 
 from skiplock import enqueue
-from skiplock.errors import ConfigError
+from skiplock.core.errors import ConfigError
 from skiplock.webapp import mount
 from skiplock.webapp.db import close_app
 from tests.console.host_app import PREFIX, build_host

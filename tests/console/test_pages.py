@@ -236,7 +236,8 @@ def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, mon
                  "CASE WHEN g IN (5, 30) THEN '{\"needle\": true}'::jsonb ELSE jsonb_build_object('n', g) END, "
                  "now() - make_interval(secs => 100 - g) FROM generate_series(1, 35) g")
     expected = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE payload ? 'needle' ORDER BY run_at")]
-    found, url, pages = [], "/queues/t1?q=needle", 0
+    found, pages = [], 0
+    url: str | None = "/queues/t1?q=needle"
     while url and pages < 10:
         html = admin.get(url).get_data(as_text=True)
         pages += 1

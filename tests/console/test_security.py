@@ -53,8 +53,10 @@ def fingerprint(conn: psycopg.Connection, skip: tuple[str, ...] = ()) -> dict[st
                                          "ORDER BY 1").fetchall() if r[0] not in skip]
     out = {}
     for table in tables:
-        out[table] = conn.execute(f'SELECT md5(coalesce(string_agg(t::text, \'|\' ORDER BY t::text), \'\')) '
-                                  f'FROM "{table}" t').fetchone()[0]
+        row = conn.execute(f'SELECT md5(coalesce(string_agg(t::text, \'|\' ORDER BY t::text), \'\')) '
+                           f'FROM "{table}" t').fetchone()
+        assert row is not None  # an aggregate always returns its one row
+        out[table] = row[0]
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from itsdangerous import TimestampSigner
 
-from skiplock.errors import ConfigError
+from skiplock.core.errors import ConfigError
 from skiplock.webapp.settings import web_config
 from tests.console.conftest import ADMIN, login
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from skiplock import Snooze, enqueue
-from skiplock.registry import Registry, Task
+from skiplock.core.registry import Registry, Task
 from skiplock.testing import drain
 
 

@@ -21,9 +21,10 @@ import uuid
 import psycopg
 
 from skiplock import enqueue_many
-from skiplock.migrate import apply_migrations
+from skiplock.core.migrate import apply_migrations
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
 from tests.fault.books import audit
+from tests.helpers import scalar
 from tests.pgcluster import find_server, with_database
 
 KILL_SQL = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() "
@@ -92,14 +93,16 @@ def main() -> int:
                 conn.execute(KILL_SQL)
                 cuts, next_cut = cuts + 1, now + args.cut_every
             if now >= next_report:
-                depth, size, autovacuums = conn.execute(STATS_SQL).fetchone()
+                stats = conn.execute(STATS_SQL).fetchone()
+                assert stats is not None  # one row of aggregates
+                depth, size, autovacuums = stats
                 print(f"t={now - begin:5.0f}s enqueued={len(ids)} depth={depth} size_kb={size // 1024} "
                       f"autovacuums={autovacuums} kills={kills} cuts={cuts}", flush=True)
                 next_report = now + 10
             tick += 0.25
             time.sleep(max(0.0, tick - time.monotonic()))  # pacing the producer, not synchronising
         deadline = time.monotonic() + 300
-        while conn.execute("SELECT count(*) FROM jobs WHERE status IN ('queued','running')").fetchone()[0]:
+        while scalar(conn, "SELECT count(*) FROM jobs WHERE status IN ('queued','running')"):
             if time.monotonic() > deadline:
                 print("soak: the queue did not drain within 5 minutes", flush=True)
                 break
@@ -113,7 +116,7 @@ def main() -> int:
         for w in workers:
             w.send_signal(signal.SIGKILL)
             w.wait()
-        from skiplock.producer import close_default_pool
+        from skiplock.core.producer import close_default_pool
 
         close_default_pool()
         with psycopg.connect(admin_url, autocommit=True) as admin:

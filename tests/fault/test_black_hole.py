@@ -54,7 +54,7 @@ def _effects_of(conn: psycopg.Connection, pid: int) -> int:
 @pytest.mark.slow
 def test_black_holed_worker_notices_recovers_and_loses_nothing(conn, db_url, spawn_worker):
     params = conninfo_to_dict(db_url)
-    proxy = BlackholeProxy(str(params.get("host", "127.0.0.1")), int(params.get("port", 5432)))
+    proxy = BlackholeProxy(str(params.get("host", "127.0.0.1")), int(str(params.get("port", 5432))))
     proxied_url = make_conninfo(db_url, host="127.0.0.1", port=str(proxy.port))
     health_port = _free_port()
     try:

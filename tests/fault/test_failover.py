@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -57,7 +58,7 @@ class Standby(ThrowawayCluster):
         self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", "60", "promote"])
 
 
-def _scalar(url: str, sql: str) -> object:
+def _scalar(url: str, sql: str) -> Any:
     """One value from whichever server `url` reaches now (a fresh connection: the old one may be dead)."""
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import psycopg
 
-from skiplock import core, enqueue
+from skiplock import enqueue
+from skiplock.core import core
 from tests.helpers import scalar, wait_for
 
 

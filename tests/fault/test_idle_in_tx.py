@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.config import load_settings
+from skiplock.core.config import load_settings
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
@@ -41,11 +41,11 @@ def idle_in_transaction(conn: psycopg.Connection, seconds: float = 0.0) -> list[
 
 
 def _doctor() -> Any:
-    """skiplock.doctor once the ops branch is merged, else None (the query above is the check)."""
+    """skiplock.monitor.doctor once the ops branch is merged, else None (the query above is the check)."""
     try:
-        return importlib.import_module("skiplock.doctor")
+        return importlib.import_module("skiplock.monitor.doctor")
     except ModuleNotFoundError as exc:
-        if exc.name != "skiplock.doctor":
+        if exc.name != "skiplock.monitor.doctor":
             raise
         return None
 

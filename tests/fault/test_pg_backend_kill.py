@@ -34,7 +34,7 @@ def test_pg_backend_kill(conn, spawn_worker):
     terminated = 0
     for round_no in range(ROUNDS):
         before = effects(conn)
-        wait_for(lambda b=before: effects(conn) >= b + 50 or remaining(conn) == 0, timeout=60,
+        wait_for(lambda: effects(conn) >= before + 50 or remaining(conn) == 0, timeout=60,  # noqa: B023 (wait_for calls it within this iteration)
                  message=f"progress before kill round {round_no}")
         terminated += conn.execute(KILL_SQL).fetchone()[0]
     wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain")

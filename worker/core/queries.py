@@ -1,0 +1,644 @@
+"""Every SQL statement that reads or changes jobs for the queue core, in one place.
+
+Each statement names the state it expects (and, for a worker, its worker_id) so that a
+transition can only happen from where the caller believes the job is: a zero row count means
+someone else moved it, and the caller drops its stale result (seed 001's double completion).
+Parameters are always bound, never formatted into the text.
+"""
+
+from __future__ import annotations
+
+# ---- producers ---------------------------------------------------------------------------------
+
+# What enqueue(unique_key=k, on_conflict=...) does when a job with that key is still in flight
+# (queued or running). Each is one INSERT ... ON CONFLICT, so two producers racing on one key
+# leave one job (the unique index arbitrates; chancy#51 raced a read-then-write instead).
+# - ignore: nothing changes, no row returned (enqueue returns None).
+# - bump: the queued job's run_at becomes the later of the two (seed 000's "coalesce or bump
+#   schedule", a debounce); its id is returned. A running job is left alone: no row.
+# - replace: the queued job takes the new payload, its version and run_at; its id is returned.
+#   A running job is left alone: no row.
+ON_CONFLICT = {
+    "ignore": "DO NOTHING",
+    "bump": "DO UPDATE SET run_at = greatest(jobs.run_at, EXCLUDED.run_at) WHERE jobs.status = 'queued'",
+    "replace": ("DO UPDATE SET payload = EXCLUDED.payload, version = EXCLUDED.version, run_at = EXCLUDED.run_at "
+                "WHERE jobs.status = 'queued'"),
+}
+_UNIQUE_ARBITER = "ON CONFLICT (unique_key) WHERE status IN ('queued', 'running')"
+
+
+def enqueue_statement(*, unique: bool, on_conflict: str = "ignore", traced: bool = False) -> str:
+    """The INSERT of one job: with the unique_key arbiter and its on_conflict action when `unique`,
+    with the trace_context column when `traced`. The NOTIFY that wakes workers comes from the
+    statement trigger, not from here."""
+    columns = "queue, payload, priority, run_at, max_attempts, lock_key, tenant, version"
+    values = ("%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, "
+              "%(lock_key)s, %(tenant)s, %(version)s")
+    if unique:
+        columns += ", unique_key"
+        values += ", %(unique_key)s"
+    if traced:
+        columns += ", trace_context"
+        values += ", %(trace_context)s::jsonb"
+    conflict = f"\n{_UNIQUE_ARBITER} {ON_CONFLICT[on_conflict]}" if unique else ""
+    return f"INSERT INTO jobs ({columns})\nVALUES ({values}){conflict}\nRETURNING id\n"
+
+
+# Insert one job; a unique_key already in flight collapses the insert (returns no row).
+ENQUEUE = enqueue_statement(unique=True)
+# The same without a unique_key: a plain INSERT. ON CONFLICT costs a speculative insertion even
+# when the key is NULL and can never conflict (~10% of the one-job-per-transaction path).
+ENQUEUE_PLAIN = enqueue_statement(unique=False)
+
+# Insert many jobs in one statement from parallel arrays; collapsed unique keys return no row.
+# WITH ORDINALITY keeps input order so callers can map returned ids back to their inputs.
+ENQUEUE_MANY = """
+INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts, lock_key, tenant, version)
+SELECT q, p::jsonb, pr, coalesce(ra, now()), uk, ma, lk, tn, vn
+  FROM unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[],
+              %(run_ats)s::timestamptz[], %(unique_keys)s::text[], %(max_attempts)s::int[],
+              %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[])
+       WITH ORDINALITY AS v(q, p, pr, ra, uk, ma, lk, tn, vn, ord)
+ ORDER BY ord
+ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
+RETURNING id
+"""
+
+# enqueue_many's COPY path for big batches of plain jobs: ids reserved first (COPY returns
+# none), then every row streamed in one COPY; run_at, status and the rest take their defaults.
+# The sequence is looked up once (MATERIALIZED): written inline, pg_get_serial_sequence ran per
+# row and took ~80% of this statement (160-250 ms vs ~25 ms for 20,000 ids here). One array, one row.
+RESERVE_JOB_IDS = """
+WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS s)
+SELECT array_agg(nextval(seq.s)) FROM seq, generate_series(1, %(n)s)
+"""
+COPY_JOBS = "COPY jobs (id, queue, payload, priority, max_attempts, version) FROM STDIN"
+
+# ---- workers -----------------------------------------------------------------------------------
+
+# Claim up to %(limit)s ready jobs from the given queues for one worker, in one statement.
+# Everything flow control decides happens here, in SQL (issue 15), never in a loop that claims a
+# job it cannot run and puts it back:
+# - wanted: the queues to claim from, minus paused ones, each with the newest payload version this
+#   worker knows and its allowance: %(limit)s, or for a limited queue what its concurrency limit
+#   (running jobs counted now) and its token bucket leave. The queues the caller believes limited
+#   (%(limited)s, its cache of queue_limits) go through skiplock_limit_allowances() (migration
+#   018), which locks their queue_limits rows and counts under that lock, in this one statement.
+#   A limited queue it could not lock (another claim holds it), or one the caller did not name, is
+#   left out of this claim: never claimed past its limit.
+# - head: per queue, a LATERAL walk of jobs_ready_idx in (priority DESC, run_at, id) order with
+#   SKIP LOCKED, as before flow control. A job of a newer version than the worker knows is passed
+#   over (left for a newer worker). A job with a lock_key is passed over while its key has a
+#   running job (a probe of jobs_lock_key_running) or while another claim in flight holds the
+#   key's transaction-scoped advisory lock (taken here: two concurrent claims skip each other).
+# - tenant_hops/by_tenant: skiplock_tenant_hops() (migration 009) hops from tenant to tenant over
+#   jobs_tenant_ready_idx (starting after the worker's %(tenant_after)s, wrapping round, at most
+#   TENANT_HOPS of them) and by_tenant reads each tenant's first ready jobs, so a small
+#   tenant's jobs are candidates even behind another tenant's 100,000. A queue without tenants
+#   costs one function call and one empty index probe.
+# - picked: one job per lock_key (the best in order), each tenant's jobs ranked (`turn`), each
+#   queue's allowance; then the best %(limit)s by (turn, priority DESC, run_at, id). Without
+#   tenants every job has one partition, so `turn` follows the plain order exactly.
+# The CTEs are the optimisation fence that makes Postgres lock only rows it will update.
+# The claimed rows come back in that same order (the worker starts them in it): RETURNING alone
+# follows the join's order, which the planner may change with the statistics.
+TENANT_HOPS = 256  # most tenants of one queue one claim looks at; the worker's cursor rotates past them
+LOCK_KEY_CLASS = 1936419947  # advisory lock namespace for lock keys ('sklk'), beside hashtext(lock_key)
+_KEY_FREE = f"""NOT EXISTS (SELECT 1 FROM jobs r
+                           WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
+                 AND pg_try_advisory_xact_lock({LOCK_KEY_CLASS}, hashtext(j.lock_key))"""
+_CLAIM = f"""
+WITH allowances AS MATERIALIZED (
+    -- a one-time filter: a claim of unlimited queues only never calls the function
+    SELECT a.queue, a.allow FROM skiplock_limit_allowances(%(limited)s::text[], %(limit)s::int) a
+     WHERE cardinality(%(limited)s::text[]) > 0
+), wanted AS MATERIALIZED (
+    SELECT w.queue, w.lease, w.version, w.tenant_after, coalesce(a.allow, %(limit)s::int) AS allow
+      FROM unnest(%(queues)s::text[], %(leases)s::float8[], %(versions)s::int[], %(tenant_after)s::text[])
+           AS w(queue, lease, version, tenant_after)
+      LEFT JOIN allowances a ON a.queue = w.queue
+      LEFT JOIN queue_limits l ON l.queue = w.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL)
+     WHERE NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = w.queue)
+       AND (l.queue IS NULL OR a.queue IS NOT NULL)
+), head AS (
+    SELECT c.id, c.queue, c.priority, c.run_at, c.lock_key, c.tenant, wanted.lease, wanted.allow
+      FROM wanted
+      CROSS JOIN LATERAL (
+          SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
+            FROM jobs j
+           WHERE j.queue = wanted.queue AND j.status = 'queued' AND j.run_at <= now()
+             AND j.version <= wanted.version
+             AND (j.lock_key IS NULL OR ({_KEY_FREE}))
+           ORDER BY j.priority DESC, j.run_at, j.id
+           LIMIT wanted.allow
+             FOR UPDATE SKIP LOCKED
+      ) c
+     WHERE wanted.allow > 0
+), tenant_hops AS (
+    SELECT w.queue, h.tenant
+      FROM wanted w
+      CROSS JOIN LATERAL skiplock_tenant_hops(w.queue, w.tenant_after, {TENANT_HOPS}) AS h(tenant)
+     WHERE w.allow > 0
+), tenant_counts AS (
+    SELECT queue, count(*) AS tenants FROM tenant_hops GROUP BY queue
+), by_tenant AS (
+    SELECT c.id, c.queue, c.priority, c.run_at, c.lock_key, c.tenant, w.lease, w.allow
+      FROM tenant_hops h
+      JOIN wanted w ON w.queue = h.queue
+      JOIN tenant_counts n ON n.queue = h.queue
+      CROSS JOIN LATERAL (
+          SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
+            FROM jobs j
+           WHERE j.queue = h.queue AND j.tenant = h.tenant AND j.status = 'queued' AND j.run_at <= now()
+             AND j.version <= w.version
+             AND (j.lock_key IS NULL OR ({_KEY_FREE}))
+           ORDER BY j.priority DESC, j.run_at, j.id
+           LIMIT ceil(w.allow::float8 / n.tenants)::int
+             FOR UPDATE SKIP LOCKED
+      ) c
+), candidates AS (
+    SELECT * FROM head
+    UNION
+    SELECT * FROM by_tenant
+), one_per_key AS (
+    SELECT c.*, row_number() OVER (PARTITION BY c.lock_key ORDER BY c.priority DESC, c.run_at, c.id) AS key_rank
+      FROM candidates c
+), ranked AS (
+    SELECT k.*, row_number() OVER (PARTITION BY k.tenant ORDER BY k.priority DESC, k.run_at, k.id) AS turn
+      FROM one_per_key k
+     WHERE k.lock_key IS NULL OR k.key_rank = 1
+), picked AS (
+    -- Two branches, each behind a one-time filter, so only one runs. Without tenant jobs and
+    -- without keyed candidates (the common case) the plain order is the answer: none of the
+    -- window functions' sorts, which cost ~30 percent of a 50-job claim measured here.
+    (SELECT h.id, h.lease, 1::bigint AS turn
+       FROM head h
+      WHERE NOT EXISTS (SELECT 1 FROM by_tenant) AND NOT EXISTS (SELECT 1 FROM head k WHERE k.lock_key IS NOT NULL)
+      ORDER BY h.priority DESC, h.run_at, h.id
+      LIMIT %(limit)s)
+    UNION ALL
+    (SELECT q.id, q.lease, q.turn
+       FROM (SELECT r.*, row_number() OVER (PARTITION BY r.queue ORDER BY r.turn, r.priority DESC, r.run_at, r.id)
+                         AS queue_rank
+               FROM ranked r) q
+      WHERE q.queue_rank <= q.allow
+        AND (EXISTS (SELECT 1 FROM by_tenant) OR EXISTS (SELECT 1 FROM head k WHERE k.lock_key IS NOT NULL))
+      ORDER BY q.turn, q.priority DESC, q.run_at, q.id
+      LIMIT %(limit)s)
+), claimed AS (
+    UPDATE jobs j
+       SET status = 'running',
+           attempts = j.attempts + 1,
+           started_at = now(),
+           lease_until = now() + make_interval(secs => picked.lease),
+           worker_id = %(worker_id)s
+      FROM picked
+     WHERE j.id = picked.id
+    RETURNING picked.turn, j.id, j.queue, j.payload{{payload_cast}} AS payload, j.attempts, j.max_attempts,
+              j.version, j.tenant, j.priority, j.run_at, j.created_at, j.started_at, j.unique_key
+), spent AS (
+    -- rate-limited queues' token buckets: refilled for the time since, less what was claimed now
+    UPDATE queue_limits l
+       SET tokens = least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)) - c.n,
+           refilled_at = now()
+      FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) c
+     WHERE l.queue = c.queue AND l.rate IS NOT NULL AND l.queue IN (SELECT queue FROM allowances)
+)
+SELECT {{columns}} FROM claimed ORDER BY turn, priority DESC, run_at, id
+"""
+_CONTEXT_COLUMNS = ("id, queue, payload, attempts, max_attempts, version, tenant, "
+                    "priority, run_at, created_at, started_at, unique_key")
+# What a worker needs to run a job and decide its outcome; the rest is a handler's JobContext.
+_LEAN_COLUMNS = "id, queue, payload, attempts, max_attempts, version, tenant"
+CLAIM = _CLAIM.replace("{payload_cast}", "").replace("{columns}", _CONTEXT_COLUMNS)
+# The same claim with each payload as its JSON text, for the worker: it decodes in the handler
+# thread, off the claim loop that every job of the process waits behind.
+CLAIM_PAYLOAD_TEXT = _CLAIM.replace("{payload_cast}", "::text").replace("{columns}", _CONTEXT_COLUMNS)
+# ... and without the JobContext columns, for a worker whose handlers never ask for `job`:
+# decoding four timestamps per row was half of the claim's client CPU (~110 of ~210 us per 50).
+CLAIM_LEAN_TEXT = _CLAIM.replace("{payload_cast}", "::text").replace("{columns}", _LEAN_COLUMNS)
+
+# The limits of the given queues (the worker's cache of which queues need LOCK_LIMITED).
+LIMITS_OF = """
+SELECT queue, concurrency, rate, burst FROM queue_limits
+ WHERE queue = ANY(%(queues)s::text[]) AND (concurrency IS NOT NULL OR rate IS NOT NULL)
+"""
+
+# ---- rows this worker owns, addressed by id: heartbeat, ack batch, release ---------------------
+# Heartbeats, acks and releases name their rows by id, a few hundred at most, and each row must be found
+# by a primary-key probe. Left to itself the planner does not always do that: statistics taken
+# while few jobs ran (a backlog just enqueued, autovacuum behind) say one row is running and
+# owned by this worker, so it walked all of jobs_lease_idx (now jobs_running_idx; 0.2-1.4 s per ack in the seed
+# recipe), or scanned the table, or joined the batch against a whole-index scan re-reading the
+# batch per row (6-12 ms per 100-row ack, half a drain's database time). So the rows are looked
+# up in a LATERAL subquery per id (OFFSET 0 keeps it from being flattened into a join, so each
+# lookup is its own probe by id) and the statement then touches exactly those row versions by
+# ctid. `status::text` hides jobs_running_idx's predicate from that lookup.
+# The lookup is not locked: if another transaction (the reaper, an operator) changes a row
+# after it was read, the UPDATE/DELETE re-checks `ctid = f.ctid` against the new version,
+# which has moved, so the row is skipped - exactly what the fence would decide.
+def _own_rows(with_attempt: bool) -> str:
+    """A LATERAL lookup `f` of v.id's row if this worker runs it (in attempt v.attempt: the fence)."""
+    attempt = " AND x.attempts = v.attempt" if with_attempt else ""
+    return (f"CROSS JOIN LATERAL (SELECT x.ctid FROM jobs x WHERE x.id = v.id{attempt} "
+            f"AND x.worker_id = %(worker_id)s AND x.status::text = 'running' OFFSET 0) f")
+
+
+# Extend the leases of this worker's running jobs; ids missing from the result lost their lease.
+HEARTBEAT = f"""
+UPDATE jobs j
+   SET lease_until = now() + make_interval(secs => v.lease)
+  FROM unnest(%(ids)s::bigint[], %(leases)s::float8[]) AS v(id, lease)
+       {_own_rows(with_attempt=False)}
+ WHERE j.ctid = f.ctid
+RETURNING j.id
+"""
+
+# ---- the ack batch: one statement per flush ---------------------------------------------------
+# Every branch is fenced on worker_id, status AND attempt: a result is written only while the run
+# that produced it still owns the job. Without the attempt, a worker that re-claimed its own
+# reaped job could have an older run's late result written over the newer run.
+# Three variants differ only in what a success does (delete / keep as succeeded / move to
+# jobs_history); failures, the per-minute stats and the returned ids are shared.
+
+# The successful runs of the batch, as (id, attempt) rows, each with its fenced row `f`.
+_OK_RUNS = f"""unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, attempt)
+           {_own_rows(with_attempt=True)}"""
+_FENCE = "j.ctid = f.ctid"
+
+# The successful runs' rows deleted (the delete and the move-to-history variants share it).
+_DELETE_OK_RUNS = f"""DELETE FROM jobs j
+     USING {_OK_RUNS}
+     WHERE {_FENCE}"""
+
+# Successes deleted (the default: no history, least write amplification, seed 000).
+_ACK_OK_DELETE = f"""
+ok AS (
+    {_DELETE_OK_RUNS}
+    RETURNING j.id, j.queue
+)"""
+
+# Successes kept as 'succeeded' rows (SKIPLOCK_HISTORY_MODE=keep); the pruner removes them later.
+_ACK_OK_KEEP = f"""
+ok AS (
+    UPDATE jobs j
+       SET status = 'succeeded', finished_at = now(), lease_until = NULL
+      FROM {_OK_RUNS}
+     WHERE {_FENCE}
+    RETURNING j.id, j.queue
+)"""
+
+# Successes moved to the monthly-partitioned jobs_history (SKIPLOCK_HISTORY_MODE=partitioned):
+# DELETE ... RETURNING feeds the INSERT in the same statement, so a row is never in both or neither.
+_ACK_OK_MOVE = f"""
+moved AS (
+    {_DELETE_OK_RUNS}
+    RETURNING j.*
+), archived AS (
+    INSERT INTO jobs_history (id, queue, priority, run_at, created_at, started_at, finished_at,
+                              attempts, max_attempts, unique_key, worker_id, last_error, payload, status)
+    SELECT id, queue, priority, run_at, created_at, started_at, now(),
+           attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
+      FROM moved
+), ok AS (
+    SELECT id, queue FROM moved
+)"""
+
+# Failures: requeued with their backoff, or finished as dead/failed; then the stats row.
+_ACK_ERRORS_AND_STATS = f"""
+errored AS (
+    UPDATE jobs j
+       SET status = v.status::job_status,
+           run_at = CASE WHEN v.status = 'queued' THEN now() + make_interval(secs => v.delay)
+                         ELSE j.run_at END,
+           finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE now() END,
+           last_error = v.error,
+           error_headline = v.headline,
+           error_group = v.grp,
+           worker_id = NULL,
+           lease_until = NULL
+      FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
+                  %(err_delay)s::float8[], %(err_text)s::text[], %(err_headline)s::text[], %(err_group)s::text[])
+           AS v(id, attempt, status, delay, error, headline, grp)
+           {_own_rows(with_attempt=True)}
+     WHERE {_FENCE}
+    RETURNING j.id, j.queue, v.status
+), stats AS (
+    INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
+    SELECT date_trunc('minute', now()), s.queue, %(worker_id)s,
+           count(*) FILTER (WHERE s.outcome = 'ok'),
+           count(*) FILTER (WHERE s.outcome = 'queued'),
+           count(*) FILTER (WHERE s.outcome = 'failed'),
+           count(*) FILTER (WHERE s.outcome = 'dead')
+      FROM (SELECT queue, 'ok' AS outcome FROM ok
+            UNION ALL SELECT queue, status FROM errored) s
+     GROUP BY s.queue
+    ON CONFLICT (minute, queue, worker_id) DO UPDATE
+       SET completed = job_stats.completed + EXCLUDED.completed,
+           retried = job_stats.retried + EXCLUDED.retried,
+           failed = job_stats.failed + EXCLUDED.failed,
+           dead = job_stats.dead + EXCLUDED.dead
+)
+SELECT id FROM ok UNION ALL SELECT id FROM errored
+"""
+
+# Ack a batch, successes deleted.
+ACK_BATCH = "WITH" + _ACK_OK_DELETE + "," + _ACK_ERRORS_AND_STATS
+# Ack a batch, successes kept as 'succeeded'.
+ACK_BATCH_KEEP = "WITH" + _ACK_OK_KEEP + "," + _ACK_ERRORS_AND_STATS
+# Ack a batch, successes moved to jobs_history.
+ACK_BATCH_TO_HISTORY = "WITH" + _ACK_OK_MOVE + "," + _ACK_ERRORS_AND_STATS
+
+# Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
+# not counted against the job (it was the deploy, not the job), so attempts goes back down.
+# Its rows are found like the heartbeat's (by id, through _own_rows).
+RELEASE_OWN = f"""
+UPDATE jobs j
+   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
+       attempts = greatest(j.attempts - 1, 0)
+  FROM unnest(%(ids)s::bigint[]) AS v(id)
+       {_own_rows(with_attempt=False)}
+ WHERE j.ctid = f.ctid
+RETURNING j.id
+"""
+
+# ---- reaper and operators ---------------------------------------------------------------------
+
+# Running jobs whose lease expired (crashed or frozen worker) go back to queued, or to dead when
+# that run was their last attempt. One guarded statement; the lease check is repeated in the
+# UPDATE so a heartbeat that lands meanwhile wins. Also used by an operator's "release".
+REAP_EXPIRED = """
+WITH expired AS (
+    SELECT id FROM jobs
+     WHERE status = 'running' AND lease_until < now()
+     ORDER BY lease_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
+                     ELSE 'queued'::job_status END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = concat_ws(E'\\n', 'lease expired: worker ' || j.worker_id
+                              || ' stopped heartbeating during attempt ' || j.attempts, j.last_error),
+       -- skiplock's own annotation is the headline of this attempt; its group names the cause
+       error_headline = 'lease expired: worker ' || j.worker_id || ' stopped heartbeating',
+       error_group = 'lease expired: a worker stopped heartbeating',
+       worker_id = NULL,
+       lease_until = NULL,
+       run_at = now()
+  FROM expired
+ WHERE j.id = expired.id AND j.status = 'running' AND j.lease_until < now()
+RETURNING j.id, j.queue, j.status
+"""
+
+# Operator release of chosen running jobs: the same transition as the reaper, without waiting
+# for the lease to expire.
+RELEASE_RUNNING = """
+UPDATE jobs j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
+                     ELSE 'queued'::job_status END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = concat_ws(E'\\n', 'released by ' || %(actor)s || ' from worker ' || j.worker_id
+                              || ' during attempt ' || j.attempts, j.last_error),
+       error_headline = 'released by ' || %(actor)s || ' from worker ' || j.worker_id,
+       error_group = 'released by an operator',
+       worker_id = NULL,
+       lease_until = NULL,
+       run_at = now()
+ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'running'
+RETURNING j.id, j.queue, j.status
+"""
+
+# Retry dead or failed jobs: back to queued now with a fresh attempt budget.
+RETRY_FINISHED = """
+UPDATE jobs
+   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+       worker_id = NULL, lease_until = NULL
+ WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
+RETURNING id, queue
+"""
+
+# Purge dead or failed jobs for good.
+PURGE_FINISHED = """
+DELETE FROM jobs
+ WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
+RETURNING id
+"""
+
+# Cancel queued jobs: finish them as failed so they are never claimed.
+CANCEL_QUEUED = """
+UPDATE jobs
+   SET status = 'failed', finished_at = now(),
+       last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error),
+       error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued'
+RETURNING id
+"""
+
+# Run scheduled (future) queued jobs now.
+RUN_NOW = """
+UPDATE jobs SET run_at = now()
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued' AND run_at > now()
+RETURNING id, queue
+"""
+
+# Wake workers of the given queues (used after operator actions make work ready).
+NOTIFY_QUEUES = "SELECT pg_notify('skiplock_jobs', q) FROM unnest(%(queues)s::text[]) AS q"
+
+# Pause / resume a queue for every worker.
+PAUSE_QUEUE = """
+INSERT INTO paused_queues (queue, paused_by) VALUES (%(queue)s, %(actor)s)
+ON CONFLICT (queue) DO NOTHING RETURNING queue
+"""
+RESUME_QUEUE = "DELETE FROM paused_queues WHERE queue = %(queue)s RETURNING queue"
+
+# ---- worker registry ---------------------------------------------------------------------------
+
+# Register or refresh a live worker row (its heartbeat).
+WORKER_UPSERT = """
+INSERT INTO workers (id, host, pid, queues, concurrency, in_flight, task_versions)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s, %(task_versions)s::jsonb)
+ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
+"""
+
+# Remove a worker row on clean exit.
+WORKER_DELETE = "DELETE FROM workers WHERE id = %(id)s"
+
+# ---- waiters: an idle worker's one-shot wake-up token (migrations 014, 015) ----------------------
+# Registers only if none of this worker's rows is left: a row still there either waits to be taken
+# or is being taken by a producer, whose NOTIFY then follows at its commit. Inserting beside a row
+# that a producer has locked would wait for that producer's transaction, however long it runs.
+WAITER_REGISTER = """
+INSERT INTO queue_waiters (worker_id, queue) SELECT %(id)s, unnest(%(queues)s::text[])
+ WHERE NOT EXISTS (SELECT 1 FROM queue_waiters w WHERE w.worker_id = %(id)s)
+ON CONFLICT DO NOTHING
+"""
+# Rows a producer has locked are left to it: it deletes them at its commit.
+WAITER_UNREGISTER = """
+DELETE FROM queue_waiters WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM queue_waiters WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED))
+"""
+# The rows of workers that are gone (crashed: no live worker row) and that have waited a while, so a
+# worker whose own row is not written yet keeps its new waiter row.
+WAITER_PRUNE = """
+DELETE FROM queue_waiters WHERE ctid = ANY (ARRAY(
+    SELECT q.ctid FROM queue_waiters q
+     WHERE q.since < now() - make_interval(secs => %(live)s)
+       AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = q.worker_id
+                          AND w.last_seen > now() - make_interval(secs => %(live)s))
+       FOR UPDATE OF q SKIP LOCKED))
+"""
+
+# Forget workers that stopped heartbeating long ago (their jobs are the reaper's business).
+WORKER_PRUNE_STALE = """
+DELETE FROM workers WHERE last_seen < now() - make_interval(secs => %(older_than)s) RETURNING id
+"""
+
+# Reaped-lease counter for metrics: one row per reaper outcome per minute.
+REAPED_STATS = """
+INSERT INTO job_stats (minute, queue, worker_id, reaped)
+SELECT date_trunc('minute', now()), queue, 'reaper', count(*)
+  FROM unnest(%(queues)s::text[]) AS queue GROUP BY queue
+ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped + EXCLUDED.reaped
+"""
+
+# ---- operator bulk actions over a filter ------------------------------------------------------
+
+# The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
+# groups by and filters on (one definition, so the group shown and the filter applied agree).
+ERROR_LINE = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
+# The group a dead letter is counted in (skiplock/core/error_summary.py): exception class + masked message.
+ERROR_GROUP = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
+
+# The filter the console's "all matching" bulk actions share: finished jobs of one status,
+# optionally narrowed by queue, finish-time window, the first line of last_error, and text in
+# unique_key/payload/last_error. `until` pins the set to what the operator confirmed: jobs that
+# died after the confirmation page was shown are left alone.
+FINISHED_MATCH = f"""
+      status = %(status)s::job_status
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR {ERROR_GROUP} = %(error)s::text)
+  AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
+       OR last_error ILIKE %(text)s::text)
+"""
+
+# How many finished jobs match the filter, counting at most %(cap)s (the confirmation's number).
+COUNT_FINISHED_MATCHING = f"""
+SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {FINISHED_MATCH} LIMIT %(cap)s) AS m
+"""
+
+# The next %(limit)s matching finished ids after %(after)s, locked: the batch both bulk actions walk.
+_MATCHING_BATCH = f"""WITH batch AS (
+    SELECT id FROM jobs
+     WHERE {FINISHED_MATCH} AND id > %(after)s
+     ORDER BY id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+"""
+
+# One bounded batch of "retry all matching": the next %(limit)s matching ids after %(after)s,
+# locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
+# same transition as RETRY_FINISHED. Walking by id guarantees progress and a bounded statement.
+RETRY_MATCHING_BATCH = f"""
+{_MATCHING_BATCH}UPDATE jobs j
+   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+       worker_id = NULL, lease_until = NULL
+  FROM batch
+ WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+RETURNING j.id, j.queue
+"""
+
+# One bounded batch of "purge all matching" (see RETRY_MATCHING_BATCH).
+PURGE_MATCHING_BATCH = f"""
+{_MATCHING_BATCH}DELETE FROM jobs j
+ USING batch
+ WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+RETURNING j.id, j.queue
+"""
+
+# ---- pruner ------------------------------------------------------------------------------------
+
+# Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds
+# ago, oldest first per queue. jobs_finished_idx is (status, queue, finished_at, id): a flat
+# "finished_at < cutoff" scan would walk every kept row of the queues before the expired ones,
+# so the recursive CTE hops from queue to queue (a loose index scan: one index probe each) and
+# the LATERAL reads only each queue's expired range. The literal IN list lets the planner prove
+# the partial index applies (a bound status alone would not). The limit keeps each statement's
+# locks small and short; SKIP LOCKED leaves rows an operator is retrying or purging right now
+# to the next pass. queued and running rows are outside the index and can never match.
+PRUNE_FINISHED = """
+WITH RECURSIVE queues(queue) AS (
+    SELECT min(queue) FROM jobs
+     WHERE status IN ('succeeded', 'failed', 'dead') AND status = %(status)s::job_status
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobs j
+             WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+               AND j.queue > q.queue)
+      FROM queues q
+     WHERE q.queue IS NOT NULL
+), doomed AS (
+    SELECT d.id
+      FROM queues q
+      CROSS JOIN LATERAL (
+          SELECT j.id FROM jobs j
+           WHERE j.status IN ('succeeded', 'failed', 'dead') AND j.status = %(status)s::job_status
+             AND j.queue = q.queue AND j.finished_at < now() - make_interval(secs => %(older_than)s)
+           ORDER BY j.finished_at
+           LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED
+      ) d
+     WHERE q.queue IS NOT NULL
+     LIMIT %(limit)s
+)
+DELETE FROM jobs j
+ USING doomed
+ WHERE j.id = doomed.id AND j.status = %(status)s::job_status
+RETURNING j.id
+"""
+
+# ---- job_stats retention ------------------------------------------------------------------------
+# Up to %(limit)s per-minute rows older than the retention are deleted and their counts added to
+# job_stats_totals in the same statement: the metrics' counters (totals + kept rows) stay monotonic.
+PRUNE_STATS = """
+WITH gone AS (
+    DELETE FROM job_stats s
+     WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM job_stats
+                                WHERE minute < now() - make_interval(secs => %(older_than)s)
+                                LIMIT %(limit)s))
+    RETURNING queue, completed, retried, failed, dead, reaped
+), added AS (
+    INSERT INTO job_stats_totals AS t (queue, completed, retried, failed, dead, reaped)
+    SELECT queue, sum(completed), sum(retried), sum(failed), sum(dead), sum(reaped) FROM gone GROUP BY queue
+    ON CONFLICT (queue) DO UPDATE SET completed = t.completed + EXCLUDED.completed,
+                                      retried = t.retried + EXCLUDED.retried, failed = t.failed + EXCLUDED.failed,
+                                      dead = t.dead + EXCLUDED.dead, reaped = t.reaped + EXCLUDED.reaped
+)
+SELECT count(*) FROM gone
+"""
+
+# ---- bulk statements for `skiplock bench` and tests/benchmarks -----------------------------------
+# The benchmark writes jobs through these, beside the core's, not with SQL of its own.
+
+# The documented plain-SQL producer's INSERT (README "Enqueueing from any language"): the floor
+# that enqueue() is measured against.
+SQL_PRODUCER_INSERT = "INSERT INTO jobs (queue, payload) VALUES (%(queue)s, %(payload)s::jsonb)"
+
+# %(n)s ready jobs in one statement, the seed's way. With %(recipe)s: random priorities 0-10 and
+# payload {"s": 1} (a 2-5 ms handler), {"s": 1, "p": g} on every %(probe_every)s-th job (a probe).
+SEED_READY_JOBS = """
+INSERT INTO jobs (queue, priority, payload)
+SELECT %(queue)s,
+       CASE WHEN %(recipe)s THEN (random() * 10)::int ELSE 0 END,
+       CASE WHEN NOT %(recipe)s THEN '{}'::jsonb
+            WHEN %(probe_every)s > 0 AND g %% %(probe_every)s = 0 THEN jsonb_build_object('s', 1, 'p', g)
+            ELSE jsonb_build_object('s', 1) END
+  FROM generate_series(1, %(n)s) g
+"""
+
+# Every job and stats row of one queue (a benchmark's scratch queue), whatever their state.
+DELETE_QUEUE_JOBS = "DELETE FROM jobs WHERE queue = %(queue)s"
+DELETE_QUEUE_STATS = "DELETE FROM job_stats WHERE queue = %(queue)s"

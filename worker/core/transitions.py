@@ -1,0 +1,70 @@
+"""The operator's transitions, written down once: which action takes a job from which state to which.
+
+The console's job page (its buttons), its queue page (per-row and bulk actions) and its action
+routes all read this table. Each action calls the queue core's guarded statement, whose WHERE
+repeats the same source states: a job that moved meanwhile is reported as not changed.
+tests/test_transitions.py drives every action from every state against PostgreSQL and checks the
+table and the SQL guards agree.
+
+A job's *situation* is its status with 'queued' split on run_at, as the queue page's tabs are:
+ready, scheduled, running, succeeded, failed, dead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from skiplock.core import core
+from skiplock.core.status import JobStatus
+
+SITUATIONS = ("ready", "scheduled", "running", "succeeded", "failed", "dead")
+
+
+def situation(status: str, scheduled: bool) -> str:
+    """The situation of a job in `status` (`scheduled`: its run_at is in the future)."""
+    if status == JobStatus.QUEUED:
+        return "scheduled" if scheduled else "ready"
+    return str(status)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One operator action: the situations it applies to, what it makes of the job, and its words."""
+
+    action: str
+    label: str
+    sources: frozenset[str]
+    result: str  # the situation (or "deleted") the job ends in
+    past: str  # "Job 7 retried."
+    refused: str  # "Job 7 was not changed: it is not dead or failed (any more)."
+    destructive: bool  # asks for a confirmation even for one job on the queue page
+    apply: Callable[[psycopg.Connection, Sequence[int], str], list[int]]  # (conn, ids, actor) -> changed ids
+
+
+def _release(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
+    return [job_id for job_id, _queue, _status in core.release_running(conn, ids, actor)]
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition("retry", "Retry", frozenset({"dead", "failed"}), "ready", "retried", "it is not dead or failed",
+               False, lambda conn, ids, actor: core.retry_finished(conn, ids)),
+    Transition("run-now", "Run now", frozenset({"scheduled"}), "ready", "made ready now",
+               "it is not a scheduled queued job", False, lambda conn, ids, actor: core.run_now(conn, ids)),
+    Transition("cancel", "Cancel", frozenset({"ready", "scheduled"}), "failed", "cancelled", "it is not queued",
+               True, core.cancel_queued),
+    Transition("purge", "Purge", frozenset({"dead", "failed"}), "deleted", "purged", "it is not dead or failed",
+               True, lambda conn, ids, actor: core.purge_finished(conn, ids)),
+    # back to ready at once, or dead when it was the last attempt; the handler itself is not stopped
+    # (skiplock.core.cancel asks a running handler to stop)
+    Transition("release", "Release", frozenset({"running"}), "ready", "released", "it is not running",
+               True, _release),
+)
+BY_ACTION = {t.action: t for t in TRANSITIONS}
+
+
+def allowed(where: str) -> list[Transition]:
+    """The actions an operator may take on a job in situation `where`, in the order pages show them."""
+    return [t for t in TRANSITIONS if where in t.sources]

@@ -1,0 +1,78 @@
+"""The heartbeat: the leases of the jobs a worker holds are extended, and cancel requests read.
+
+Each pass (`run_once`) extends, in one fenced statement (core.heartbeat), the lease of every job
+the worker holds: handlers still running and finished jobs whose outcome is not written yet. In
+the same transaction it reads the operators' cancel requests for the running ones (cancel.refresh),
+and cancels the asyncio task of an async handler asked to stop. A job whose lease is no longer this
+worker's (reaped or released) is reported lost: its result will be dropped by the fenced ack.
+The worker runs `run()` on a thread of its own; tests call `run_once()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import psycopg
+
+from skiplock.core import cancel, core
+from skiplock.core.db import describe_db_error, is_connection_error
+from skiplock.runtime.async_pool import AsyncHandlerLoop
+from skiplock.runtime.ledger import Counters, HeldJobs
+
+log = logging.getLogger("skiplock.worker")
+
+
+class Heartbeat:
+    """Extends the leases of held jobs; reads cancel requests for running ones."""
+
+    def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
+                 held: HeldJobs, row_writes: threading.Lock, counters: Counters,
+                 lease_for: Callable[[str], float], async_loop: AsyncHandlerLoop | None = None) -> None:
+        self._connect = connect
+        self.worker_id = worker_id
+        self.held = held
+        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see Worker)
+        self._row_writes = row_writes
+        self.counters = counters
+        self.lease_for = lease_for  # a queue's lease in seconds
+        self.async_loop = async_loop
+
+    def run_once(self) -> set[int]:
+        """Extend the leases of running and unacked jobs; return the ids whose lease was lost."""
+        held, running = self.held.leases()  # running: the handlers a cancel can still reach
+        if not held:
+            return set()
+        ids = list(held)
+        leases = [self.lease_for(held[i]) for i in ids]
+        try:
+            with self._row_writes, self._connect() as conn:
+                kept = core.heartbeat(conn, self.worker_id, ids, leases)
+                cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (core/cancel.py)
+            if self.async_loop is not None:
+                # an async handler cannot poll job.cancel_requested between awaits: cancel its task
+                for job_id in kept:
+                    if cancel.is_requested(job_id):
+                        self.async_loop.cancel_job(job_id)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                log.exception("heartbeat failed")
+            else:
+                log.warning("heartbeat failed, database unavailable (%s)", describe_db_error(exc))
+            return set()
+        # ids acked while the heartbeat ran are not lost, just gone
+        lost = self.held.still_held([i for i in ids if i not in kept])
+        for job_id in lost:
+            self.counters.lost_leases += 1
+            log.warning("job %d: lease lost (reaped or released); its result will be dropped", job_id)
+        return lost
+
+    def run(self, interval: float, done: threading.Event) -> None:
+        """The heartbeat thread: a pass every `interval` seconds until `done` is set."""
+        if interval <= 0:
+            return  # heartbeats disabled (tests of lease overrun)
+        while not done.wait(interval):
+            self.run_once()

@@ -1,0 +1,46 @@
+"""Lanes: the worker's queues split by handler kind, each with its own slots and claim sizing.
+
+Sync handlers run in the thread pool (SKIPLOCK_CONCURRENCY slots), async handlers on the event
+loop (SKIPLOCK_ASYNC_CONCURRENCY slots). A claim is made per lane, for that lane's queues and
+sized from that lane's free slots: a worker whose threads are all busy still fills its free
+async slots, and the reverse. Each lane has its own ClaimSizing (worker/runtime/prefetch.py), because
+the two kinds have different slot counts and handler times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skiplock.core.config import Settings
+from skiplock.core.registry import Task
+from skiplock.runtime.prefetch import ClaimSizing
+
+SYNC = "sync"
+ASYNC = "async"
+
+
+@dataclass
+class Lane:
+    """The queues whose handlers run one way, and how many of their claimed jobs are held."""
+
+    kind: str
+    slots: int
+    queues: list[str]
+    leases: list[float]
+    sizing: ClaimSizing
+    plan: tuple[int, int] = (0, 1)  # (capacity, threshold) from sizing.plan(), re-planned per turn
+    held: int = 0  # claimed and not finished: running or waiting for a slot
+
+
+def build_lanes(settings: Settings, tasks: dict[str, Task], queues: list[str],
+                leases: list[float]) -> list[Lane]:
+    """One lane per handler kind present among `queues` (sync first), in the queues' order."""
+    lanes: list[Lane] = []
+    for kind, slots in ((SYNC, settings.concurrency), (ASYNC, settings.async_concurrency)):
+        chosen = [(q, lease) for q, lease in zip(queues, leases, strict=True)
+                  if tasks[q].is_async == (kind == ASYNC)]
+        if chosen:
+            sizing = ClaimSizing(slots, settings.batch_size, settings.prefetch)
+            lanes.append(Lane(kind, slots, [q for q, _ in chosen], [lease for _, lease in chosen],
+                              sizing, sizing.plan()))
+    return lanes

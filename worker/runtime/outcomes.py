@@ -1,0 +1,60 @@
+"""What a handler's run asks for: one pure mapping from "returned / raised X" to a core.Outcome.
+
+The worker (worker/runtime/runner.py) and the test helper `skiplock.testing.drain` both call these, so a
+job drained in a test ends exactly as it would under a real worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from typing import Any
+
+from skiplock.core import core
+from skiplock.core.backoff import backoff_seconds
+from skiplock.core.errors import Discard, PermanentFailure, RetryAfter, Snooze
+
+MAX_ERROR_CHARS = 8000
+
+
+def format_error(exc: BaseException) -> str:
+    """The traceback, truncated from the middle so both the cause and the raise site survive."""
+    text = "".join(traceback.format_exception(exc)).strip()
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    half = MAX_ERROR_CHARS // 2
+    return f"{text[:half]}\n... [{len(text) - MAX_ERROR_CHARS} characters cut] ...\n{text[-half:]}"
+
+
+def check_result(job: core.ClaimedJob, result: Any) -> None:
+    """Refuse a handler result that means its work never ran (an un-awaited coroutine)."""
+    if inspect.isawaitable(result):
+        # an un-awaited coroutine means the handler's work never ran: calling that a
+        # success would silently lose the job, so it is dead with the reason instead
+        if inspect.iscoroutine(result):
+            result.close()
+        raise PermanentFailure(f"handler for queue {job.queue!r} returned {type(result).__name__} "
+                               "without running it: declare the handler itself `async def` so the worker awaits it")
+
+
+def succeeded(job: core.ClaimedJob) -> core.Outcome:
+    return core.Outcome(job.id, job.queue, job.attempts, "ok")
+
+
+def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: float,
+                  backoff_cap: float) -> core.Outcome:
+    """The outcome of a handler that raised `exc`: dead, discarded (failed) or a retry."""
+    if isinstance(exc, Snooze):
+        # not a failure: no error text, and core.ack_batch gives the claim's attempt back
+        return core.Outcome(job.id, job.queue, job.attempts, "snoozed", delay=exc.seconds)
+    if isinstance(exc, PermanentFailure):
+        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
+    if isinstance(exc, Discard):
+        return core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
+    delay = exc.seconds if isinstance(exc, RetryAfter) else None
+    error = format_error(exc)
+    if job.attempts >= job.max_attempts:
+        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=error)
+    if delay is None:
+        delay = backoff_seconds(job.attempts, base=backoff_base, cap=backoff_cap)
+    return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)

@@ -1,0 +1,58 @@
+"""The pruner: finished jobs past their retention are deleted, a bounded batch per statement."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+
+from psycopg_pool import ConnectionPool
+
+from skiplock.core import audit, core
+from skiplock.core.config import Settings
+from skiplock.core.status import JobStatus
+
+log = logging.getLogger("skiplock.pruner")
+
+
+class Pruner:
+    """One pass per `run_once()`; the worker's scheduler calls it every minute."""
+
+    def __init__(self, pool: ConnectionPool, settings: Settings, batch: int = 1000,
+                 max_batches: int = 100) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.batch = batch
+        # A pass stops after this many statements per status, so a huge backlog is worked off over several
+        # passes instead of one that keeps a connection and the scheduler thread for minutes.
+        self.max_batches = max_batches
+
+    def retention(self) -> list[tuple[JobStatus, float]]:
+        """(status, seconds kept after finishing) for every status the pruner deletes."""
+        history = self.settings.history_retention
+        return [(JobStatus.SUCCEEDED, history), (JobStatus.FAILED, history),
+                (JobStatus.DEAD, self.settings.dead_retention)]
+
+    def run_once(self) -> int:
+        """Delete succeeded/failed/dead jobs, audit rows and stats minutes past their retention; return how many."""
+        total = 0
+        with self.pool.connection() as conn:
+            for status, keep in self.retention():
+                total += self._in_batches(partial(core.prune_finished, conn, status, keep))
+            # the operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION
+            total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
+            # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
+            total += self._in_batches(lambda n: core.prune_stats(conn, self.settings.stats_retention, n))
+        if total:
+            log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
+        return total
+
+    def _in_batches(self, prune_batch: Callable[[int], int]) -> int:
+        """Call `prune_batch(self.batch)` until a batch comes back short, at most max_batches times."""
+        total = 0
+        for _ in range(self.max_batches):
+            deleted = prune_batch(self.batch)
+            total += deleted
+            if deleted < self.batch:
+                break
+        return total

@@ -1,0 +1,301 @@
+"""The recurring tables: sync from code, enqueue a definition's due slots, pause/resume/run-now.
+
+Exactly once per slot rests on two things, both here:
+- `advance` locks the definition's row (FOR UPDATE SKIP LOCKED), so one worker at a time plans
+  its slots from the stored head (`next_fire_at`); the others skip it and find it done.
+- each slot is inserted into recurring_slots (primary key name, fire_at) ON CONFLICT DO NOTHING,
+  in the same transaction as its job: the job exists iff the slot row does, and a slot that
+  was ever enqueued is never enqueued again, whoever asks and however late.
+Jobs are only written through the queue core (producer.enqueue, core.cancel_queued).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from skiplock.core import core
+from skiplock.core.producer import enqueue
+from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots
+
+if TYPE_CHECKING:
+    from skiplock.recurring_defs import Definition
+
+log = logging.getLogger("skiplock.recurring")
+
+# Lock one enabled, active definition for planning; a row another worker holds is skipped.
+LOCK_DUE = """
+SELECT name, queue, kind, schedule, timezone, payload, catch_up, last_fire_at, next_fire_at
+  FROM recurring_schedules
+ WHERE name = %(name)s AND enabled AND active
+   FOR UPDATE SKIP LOCKED
+"""
+
+# Every definition the scheduler may have to plan (the table is small: one row per definition).
+SELECT_LIVE = """
+SELECT name, queue, kind, schedule, timezone, next_fire_at
+  FROM recurring_schedules WHERE enabled AND active ORDER BY name
+"""
+
+# The durable "this slot was enqueued" record; no row back means it already was.
+INSERT_SLOT = """
+INSERT INTO recurring_slots (name, fire_at, manual) VALUES (%(name)s, %(fire_at)s, %(manual)s)
+ON CONFLICT (name, fire_at) DO NOTHING
+RETURNING fire_at
+"""
+
+SET_SLOT_JOB = "UPDATE recurring_slots SET job_id = %(job_id)s WHERE name = %(name)s AND fire_at = %(fire_at)s"
+
+# After planning: the newest slot that came due, and the pending one.
+SET_FIRE_TIMES = """
+UPDATE recurring_schedules SET last_fire_at = %(last)s, next_fire_at = %(next)s, updated_at = now()
+ WHERE name = %(name)s
+"""
+
+# Start-up sync: a new definition is inserted with nothing planned (next_fire_at NULL).
+INSERT_DEFINITION = """
+INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, catch_up)
+VALUES (%(name)s, %(queue)s, %(kind)s, %(schedule)s, %(timezone)s, %(payload)s, %(catch_up)s)
+ON CONFLICT (name) DO NOTHING
+RETURNING name
+"""
+
+LOCK_DEFINITION = """
+SELECT name, queue, kind, schedule, timezone, payload, catch_up, active
+  FROM recurring_schedules WHERE name = %(name)s FOR UPDATE
+"""
+
+# A changed (or re-added) definition: new settings, and plan again from now.
+REPLACE_DEFINITION = """
+UPDATE recurring_schedules
+   SET queue = %(queue)s, kind = %(kind)s, schedule = %(schedule)s, timezone = %(timezone)s,
+       payload = %(payload)s, catch_up = %(catch_up)s, active = true, next_fire_at = NULL,
+       updated_at = now()
+ WHERE name = %(name)s
+"""
+
+SET_CATCH_UP = "UPDATE recurring_schedules SET catch_up = %(catch_up)s, updated_at = now() WHERE name = %(name)s"
+
+# Definitions of this process's queues that its code no longer declares.
+DEACTIVATE_MISSING = """
+UPDATE recurring_schedules SET active = false, next_fire_at = NULL, updated_at = now()
+ WHERE active AND queue = ANY(%(queues)s::text[]) AND NOT (name = ANY(%(names)s::text[]))
+RETURNING name
+"""
+
+# Jobs of a definition's scheduled slots that have not started yet.
+PENDING_JOBS = """
+SELECT s.job_id FROM recurring_slots s JOIN jobs j ON j.id = s.job_id
+ WHERE s.name = %(name)s AND NOT s.manual AND j.status = 'queued'
+"""
+
+# A withdrawn (cancelled before it started) slot may be planned again: it never ran.
+DELETE_WITHDRAWN_SLOTS = "DELETE FROM recurring_slots WHERE name = %(name)s AND job_id = ANY(%(ids)s::bigint[])"
+
+PAUSE = """
+UPDATE recurring_schedules SET enabled = false, next_fire_at = NULL, updated_at = now()
+ WHERE name = %(name)s AND enabled RETURNING name
+"""
+
+RESUME = """
+UPDATE recurring_schedules SET enabled = true, next_fire_at = NULL, updated_at = now()
+ WHERE name = %(name)s AND NOT enabled RETURNING name
+"""
+
+SELECT_ONE = "SELECT name, queue, payload FROM recurring_schedules WHERE name = %(name)s FOR SHARE"
+
+LIST = """
+SELECT name, queue, kind, schedule, timezone, payload, enabled, active, catch_up,
+       last_fire_at, next_fire_at, updated_at
+  FROM recurring_schedules ORDER BY name
+"""
+
+# Old slot rows, a batch at a time. A scheduled slot older than its definition's last fired
+# slot can never be planned again (planning only moves forward from the head, or from now);
+# the age limit on top covers a worker whose clock runs far behind.
+PRUNE_SLOTS = """
+DELETE FROM recurring_slots
+ WHERE (name, fire_at) IN (
+       SELECT s.name, s.fire_at
+         FROM recurring_slots s JOIN recurring_schedules r ON r.name = s.name
+        WHERE s.fire_at < now() - make_interval(secs => %(older_than)s)
+          AND (s.manual OR s.fire_at < r.last_fire_at)
+        LIMIT %(limit)s)
+"""
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """What one `advance` did: the slots it enqueued and the definition's pending slot."""
+
+    enqueued: list[datetime]
+    next_fire_at: datetime | None
+
+
+def slot_key(name: str, fire_at: datetime, manual: bool = False) -> str:
+    """The job's unique_key for a slot, e.g. 'recurring:nightly:2026-01-01T02:00:00+00:00'."""
+    stamp = fire_at.astimezone(UTC).isoformat()
+    return f"recurring:{name}:manual:{stamp}" if manual else f"recurring:{name}:{stamp}"
+
+
+def _enqueue_slot(conn: psycopg.Connection, row: dict[str, Any], fire_at: datetime,
+                  *, manual: bool) -> tuple[bool, int | None]:
+    """Record the slot and enqueue its job, in the caller's transaction; (slot was new, job id)."""
+    name = row["name"]
+    if conn.execute(INSERT_SLOT, {"name": name, "fire_at": fire_at, "manual": manual}).fetchone() is None:
+        return False, None
+    # a manual instance runs at now() so the insert trigger wakes idle workers at once
+    job_id = enqueue(row["queue"], row["payload"], conn=conn, run_at=None if manual else fire_at,
+                     unique_key=slot_key(name, fire_at, manual))
+    if job_id is None:
+        log.warning("recurring %s: slot %s collapsed onto an in-flight job with the same key", name, fire_at)
+    conn.execute(SET_SLOT_JOB, {"job_id": job_id, "name": name, "fire_at": fire_at})
+    return True, job_id
+
+
+def advance(conn: psycopg.Connection, name: str, now: datetime, grace: timedelta = LATE_GRACE) -> Advanced | None:
+    """Enqueue what `name` needs at `now` (late/catch-up slots and the next one), in one transaction.
+
+    None when the definition is paused, inactive, gone, or being planned by another worker.
+    """
+    with conn.transaction():
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(LOCK_DUE, {"name": name}).fetchone()
+        if row is None:
+            return None
+        head: datetime | None = row["next_fire_at"]
+        schedule = build_schedule(row["kind"], row["schedule"], row["timezone"])
+        slots = plan_slots(schedule, head, now, row["catch_up"], grace)
+        if not slots:
+            return Advanced([], head)
+        enqueued = [fire_at for fire_at in slots if _enqueue_slot(conn, row, fire_at, manual=False)[0]]
+        due = [t for t in (head, *slots) if t is not None and t <= now]
+        conn.execute(SET_FIRE_TIMES, {"name": name, "next": slots[-1],
+                                      "last": max(due) if due else row["last_fire_at"]})
+    for fire_at in enqueued:
+        log.info("recurring %s: enqueued slot %s", name, fire_at.isoformat())
+    return Advanced(enqueued, slots[-1])
+
+
+def live_schedules(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """The enabled, active definitions with their pending slot (for the scheduler's pass)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(SELECT_LIVE).fetchall()
+
+
+def withdraw_pending(conn: psycopg.Connection, name: str, reason: str) -> list[int]:
+    """Cancel the not-yet-started jobs of `name`'s scheduled slots and forget those slots."""
+    ids = [r[0] for r in conn.execute(PENDING_JOBS, {"name": name}).fetchall()]
+    cancelled = core.cancel_queued(conn, ids, reason) if ids else []
+    if cancelled:
+        conn.execute(DELETE_WITHDRAWN_SLOTS, {"name": name, "ids": cancelled})
+    return cancelled
+
+
+@dataclass
+class SyncResult:
+    """What a start-up sync changed, by definition name."""
+
+    added: list[str]
+    changed: list[str]
+    deactivated: list[str]
+
+
+def _params(d: Definition) -> dict[str, Any]:
+    return {"name": d.name, "queue": d.queue, "kind": d.kind, "schedule": d.schedule,
+            "timezone": d.timezone, "payload": Jsonb(d.payload), "catch_up": d.catch_up}
+
+
+def sync_definitions(conn: psycopg.Connection, definitions: Iterable[Definition],
+                     owned_queues: Iterable[str]) -> SyncResult:
+    """Write the code's definitions to recurring_schedules; mark missing ones of `owned_queues` inactive.
+
+    A definition whose queue, schedule, time zone or payload changed (or that comes back after
+    being inactive) has its pending instance withdrawn and is planned again from now, so the
+    change applies from the next slot. Only definitions on queues this process knows are
+    deactivated: a worker pool for other queues must not switch off schedules it never loaded.
+    Each definition is its own short transaction, so concurrent start-ups do not deadlock.
+    """
+    result = SyncResult([], [], [])
+    defs = sorted(definitions, key=lambda d: d.name)
+    for d in defs:
+        params = _params(d)
+        with conn.transaction():
+            if conn.execute(INSERT_DEFINITION, params).fetchone() is not None:
+                result.added.append(d.name)
+                continue
+            with conn.cursor(row_factory=dict_row) as cur:
+                row = cur.execute(LOCK_DEFINITION, {"name": d.name}).fetchone()
+            assert row is not None  # inserted or present; rows are never deleted concurrently here
+            stored = (row["queue"], row["kind"], row["schedule"], row["timezone"], row["payload"])
+            if stored != (d.queue, d.kind, d.schedule, d.timezone, d.payload) or not row["active"]:
+                conn.execute(REPLACE_DEFINITION, params)
+                withdraw_pending(conn, d.name, f"a change of schedule {d.name}")
+                result.changed.append(d.name)
+            elif row["catch_up"] != d.catch_up:
+                conn.execute(SET_CATCH_UP, params)
+    with conn.transaction():
+        gone = [r[0] for r in conn.execute(DEACTIVATE_MISSING, {
+            "queues": sorted(set(owned_queues)), "names": [d.name for d in defs]}).fetchall()]
+        for name in gone:
+            withdraw_pending(conn, name, f"removal of schedule {name} from code")
+    result.deactivated = gone
+    for name in result.changed:
+        log.info("recurring %s: definition changed; planning again from now", name)
+    for name in gone:
+        log.warning("recurring %s: no longer defined in code; marked inactive", name)
+    return result
+
+
+def pause(conn: psycopg.Connection, name: str) -> bool:
+    """enabled -> paused; its pending instance is cancelled. True if it was enabled."""
+    with conn.transaction():
+        if conn.execute(PAUSE, {"name": name}).fetchone() is None:
+            return False
+        withdraw_pending(conn, name, f"pause of schedule {name}")
+    return True
+
+
+def resume(conn: psycopg.Connection, name: str, now: datetime | None = None) -> bool:
+    """paused -> enabled, planned from the next slot after now (paused slots are not caught up)."""
+    with conn.transaction():
+        if conn.execute(RESUME, {"name": name}).fetchone() is None:
+            return False
+        # enqueue the next slot right away instead of waiting for a worker's pass
+        advance(conn, name, now or datetime.now(UTC))
+    return True
+
+
+def run_now(conn: psycopg.Connection, name: str) -> int | None:
+    """Enqueue one manual instance of `name` now; its job id, or None if no such definition."""
+    with conn.transaction():
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(SELECT_ONE, {"name": name}).fetchone()
+        if row is None:
+            return None
+        while True:
+            # the microsecond clock is the manual slot's key; a (rare) clash just takes the next one
+            stamp = conn.execute("SELECT clock_timestamp()").fetchone()
+            assert stamp is not None
+            inserted, job_id = _enqueue_slot(conn, row, stamp[0], manual=True)
+            if inserted:
+                return job_id
+
+
+def list_schedules(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """Every recurring_schedules row as a dict, by name."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(LIST).fetchall()
+
+
+def prune_slots(conn: psycopg.Connection, older_than: timedelta, limit: int = 1000) -> int:
+    """Delete up to `limit` slot rows that can never matter again; return how many."""
+    cur = conn.execute(PRUNE_SLOTS, {"older_than": older_than.total_seconds(), "limit": limit})
+    return cur.rowcount

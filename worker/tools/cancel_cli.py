@@ -1,0 +1,32 @@
+"""`skiplock jobs cancel ID`: ask a running job to stop (or cancel a queued one) from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+
+from skiplock.core import audit
+from skiplock.core.cancel import request_cancel
+from skiplock.core.config import load_settings
+from skiplock.core.db import connect
+from skiplock.tools.cli import command
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("cancel",), help="cancel: a running job stops at its next heartbeat, "
+                                                       "a queued one never runs")
+    p.add_argument("job_id", type=int, help="the job's id")
+    p.add_argument("--as", dest="actor", default=None, help="who is asking (default: cli:<your user name>)")
+
+
+@command("jobs", "cancel a running or queued job", _args)
+def _jobs(args: argparse.Namespace) -> int:
+    actor = args.actor or f"cli:{getpass.getuser()}"
+    with connect(load_settings().require_database_url(), "skiplock-cli", autocommit=False) as conn:
+        # the request and its audit row commit together: an operator action from the CLI is on the
+        # console's Audit page like one from the console
+        result = request_cancel(conn, args.job_id, actor)
+        audit.record(conn, actor, "cli", "cancel job", 1 if result.changed else 0, {"ids": [args.job_id]})
+        conn.commit()
+    print(result.message)
+    return 0 if result.changed else 1  # scripts can tell "nothing changed" apart

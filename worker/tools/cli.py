@@ -1,0 +1,271 @@
+"""The `skiplock` command: migrate, enqueue, worker, dev (and the commands later modules add).
+
+Every error a person can fix ends as one line on stderr and exit status 2, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from skiplock.core.config import load_settings
+from skiplock.core.errors import EnqueueError, SkiplockError
+from skiplock.core.logs import configure_logging
+
+log = logging.getLogger("skiplock.cli")
+
+# name -> (add arguments, run); other modules register their commands here at import time.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]
+            ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register `skiplock NAME`; the decorated function gets the parsed args and returns an exit code."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = (help_text, add_args, run)
+        return run
+
+    return register
+
+
+# ---- migrate --------------------------------------------------------------------------------
+
+
+@command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", lambda p: None)
+def _migrate(args: argparse.Namespace) -> int:
+    from skiplock.core.migrate import apply_migrations
+
+    applied = apply_migrations(load_settings().session_url)  # its advisory lock needs a session
+    print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "; up to date"))
+    return 0
+
+
+# ---- enqueue --------------------------------------------------------------------------------
+
+
+def _enqueue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("queue", help="queue name")
+    p.add_argument("payload", help="the job's payload as JSON, e.g. '{\"user_id\": 1}'")
+    p.add_argument("--priority", type=int, default=0, help="larger runs earlier (default 0)")
+    p.add_argument("--delay", type=float, default=None, help="seconds to wait before the job is ready")
+    p.add_argument("--unique-key", default=None, help="collapse onto an in-flight job with this key")
+    p.add_argument("--max-attempts", type=int, default=None, help="runs before the job is dead")
+
+
+@command("enqueue", "enqueue one job from the shell", _enqueue_args)
+def _enqueue(args: argparse.Namespace) -> int:
+    from skiplock.core.producer import close_default_pool, enqueue
+
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise EnqueueError(f"payload is not valid JSON: {exc}") from None
+    try:
+        job_id = enqueue(args.queue, payload, priority=args.priority, delay=args.delay,
+                         unique_key=args.unique_key, max_attempts=args.max_attempts)
+    finally:
+        close_default_pool()
+    if job_id is None:
+        print(f"not enqueued: a job with unique key {args.unique_key!r} is already queued or running")
+    else:
+        print(job_id)
+    return 0
+
+
+# ---- worker ---------------------------------------------------------------------------------
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", help="comma-separated modules with @task handlers (SKIPLOCK_TASKS)")
+    p.add_argument("--queues", help="comma-separated queues to work (default: all with handlers)")
+    p.add_argument("--concurrency", type=int, help="handler threads (SKIPLOCK_CONCURRENCY)")
+    p.add_argument("--batch-size", type=int, help="most jobs per claim (SKIPLOCK_BATCH_SIZE)")
+    p.add_argument("--poll-interval", type=float, help="seconds between idle polls")
+    p.add_argument("--migrate", action="store_true", help="apply migrations before starting")
+    p.add_argument("--health-port", type=int, help="serve /healthz and /metrics here (SKIPLOCK_HEALTH_PORT)")
+
+
+def _positive(name: str, value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise SkiplockError(f"{name} must be > 0, got {value}")
+    return value
+
+
+@command("worker", "run a worker process (same as python -m skiplock)", _worker_args)
+def _worker(args: argparse.Namespace) -> int:
+    from skiplock.core.migrate import apply_migrations
+    from skiplock.core.registry import REGISTRY, import_task_modules
+    from skiplock.runtime.runner import Worker
+
+    settings = load_settings(
+        tasks=tuple(m.strip() for m in args.tasks.split(",") if m.strip()) if args.tasks else None,
+        queues=tuple(q.strip() for q in args.queues.split(",") if q.strip()) if args.queues else None,
+        concurrency=_positive("--concurrency", args.concurrency),
+        batch_size=_positive("--batch-size", args.batch_size),
+        poll_interval=_positive("--poll-interval", args.poll_interval),
+        health_port=_positive("--health-port", args.health_port),
+    )
+    configure_logging(settings.log_format, settings.log_level)
+    url = settings.require_database_url()
+    if not settings.tasks:
+        raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
+    import_task_modules(settings.tasks)
+    from skiplock.core.db import check_database
+
+    # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
+    check_database(url)
+    if args.migrate:
+        apply_migrations(settings.session_url)
+    worker = Worker(settings, REGISTRY)
+    return worker.run(install_signals=True, exit_hard=True)
+
+
+# ---- queues limit ----------------------------------------------------------------------------
+
+
+def _queues_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("limit", "limits"),
+                   help="limit: set or clear one queue's global limits; limits: list every limited queue")
+    p.add_argument("queue", nargs="?", help="the queue (for limit)")
+    p.add_argument("--concurrency", help="most jobs of the queue running at once, all workers together "
+                   "('none' removes it)")
+    p.add_argument("--rate", help="most jobs started per second, e.g. 100/s, 30/m ('none' removes it)")
+    p.add_argument("--burst", type=float, help="rate tolerance: extra jobs any one second may start "
+                   "(default rate/10, at least 1)")
+    p.add_argument("--clear", action="store_true", help="remove both limits")
+
+
+def _print_limits(conn: psycopg.Connection) -> None:
+    from skiplock.core.limits import list_limits
+
+    rows = list_limits(conn)
+    if not rows:
+        print("no limited queues")
+    for r in rows:
+        conc = f"concurrency {r.concurrency} ({r.running} running)" if r.concurrency else f"{r.running} running"
+        rate = f"rate {r.rate:g}/s burst {r.burst:g}" if r.rate else "no rate limit"
+        print(f"{r.queue}: {conc}, {rate}" + (f"  [set by {r.updated_by}]" if r.updated_by else ""))
+
+
+@command("queues", "global per-queue limits: queues limit QUEUE --concurrency N --rate 100/s", _queues_args)
+def _queues(args: argparse.Namespace) -> int:
+    import getpass
+
+    from skiplock.core import audit, limits
+    from skiplock.core.db import connect
+
+    url = load_settings().require_database_url()
+    with connect(url, "skiplock-cli") as conn:
+        if args.action == "limits" or (args.queue and args.concurrency is None and args.rate is None
+                                       and not args.clear):
+            _print_limits(conn)
+            return 0
+        if not args.queue:
+            raise SkiplockError("queues limit needs a QUEUE")
+        current = {r.queue: r for r in limits.list_limits(conn)}.get(args.queue)
+        # an option not given keeps its current value; 'none' removes it
+        concurrency = current.concurrency if current else None
+        rate = current.rate if current else None
+        burst = args.burst if args.burst is not None else (current.burst if current and args.rate is None else None)
+        if args.concurrency is not None:
+            concurrency = None if args.concurrency == "none" else _whole(args.concurrency)
+        if args.rate is not None:
+            rate = None if args.rate == "none" else limits.parse_rate(args.rate)
+        if args.clear:
+            concurrency = rate = None
+        actor = f"cli:{getpass.getuser()}"
+        with conn.transaction():  # the change and its audit row commit together
+            limits.set_limit(conn, args.queue, concurrency=concurrency, rate=rate, burst=burst, actor=actor)
+            audit.record(conn, actor, "cli", "set queue limits", 1,
+                         {"queue": args.queue, "concurrency": concurrency, "rate": rate, "burst": burst})
+        _print_limits(conn)
+    return 0
+
+
+def _whole(text: str) -> int:
+    from skiplock.core.limits import check_concurrency
+
+    try:
+        return check_concurrency(int(text))
+    except ValueError:
+        raise SkiplockError(f"--concurrency must be a whole number >= 1 or 'none', got {text!r}") from None
+
+
+# ---- dev ------------------------------------------------------------------------------------
+
+
+def _dev_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=None, help="embedded PostgreSQL folder (default .skiplock-dev/pg)")
+    p.add_argument("--no-demo", action="store_true", help="do not enqueue the demo workload")
+    p.add_argument("--port", type=int, default=None, help="console port (default $PORT or 5000)")
+
+
+@command("dev", "run everything locally: embedded PostgreSQL if no DATABASE_URL, worker and demo", _dev_args)
+def _dev(args: argparse.Namespace) -> int:
+    from skiplock.tools.dev import run_dev
+
+    return run_dev(data_dir=args.data_dir, demo=not args.no_demo, port=args.port)
+
+
+# ---- entry point ----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of every registered command."""
+    _load_plugin_commands()
+    from skiplock import __version__
+
+    parser = argparse.ArgumentParser(prog="skiplock", description="PostgreSQL-only background jobs.")
+    parser.add_argument("--version", action="version", version=f"skiplock {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_args, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def _load_plugin_commands() -> None:
+    """Import the modules that add commands (console, schedules, doctor, bench) if present."""
+    import importlib
+
+    for module in ("skiplock.tools.web_cli", "skiplock.tools.recurring_cli", "skiplock.tools.doctor_cli",
+                   "skiplock.tools.bench", "skiplock.tools.cancel_cli"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        result: Any = args.run(args)
+        return int(result or 0)
+    except SkiplockError as exc:
+        print(f"skiplock: error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"skiplock: error: cannot reach the database: {detail}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    # `python -m skiplock.tools.cli` runs this file as __main__, a second copy of the module: plugin
+    # commands register in skiplock.tools.cli.COMMANDS, so dispatch through that module's main.
+    from skiplock.tools.cli import main as _main
+
+    sys.exit(_main())

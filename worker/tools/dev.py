@@ -1,0 +1,82 @@
+"""`skiplock dev`: the whole system on one machine with one command.
+
+Without DATABASE_URL it starts an embedded PostgreSQL (pgserver) in a local folder, migrates it,
+enqueues a demo workload and runs the Procfile's processes under honcho, the way
+`honcho start` would in production-like local runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from skiplock.core.config import load_settings
+from skiplock.core.db import connect
+from skiplock.core.errors import ConfigError
+from skiplock.core.migrate import apply_migrations
+
+DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
+
+
+
+def require_dev_extra() -> None:
+    """pgserver and honcho are the `dev` extra: a library user does not install them, so say how."""
+    import importlib.util
+
+    missing = [name for name in ("pgserver", "honcho") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"skiplock dev needs {' and '.join(missing)}: pip install 'skiplock[dev]' "
+                          "(or set DATABASE_URL and run `skiplock worker` and `skiplock web` yourself)")
+
+
+def embedded_database_url(data_dir: Path) -> str:
+    """Start (or reuse) the embedded PostgreSQL in `data_dir`; return its URL."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); harmless for pgserver
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        data_dir = data_dir.resolve()
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # 'stop': the server stops when this process exits, so Ctrl-C leaves nothing running;
+        # the data folder stays, so jobs survive between dev runs
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+    return str(server.get_uri())
+
+
+def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = None) -> int:
+    """Start the dev stack in the foreground; Ctrl-C stops it."""
+    require_dev_extra()
+    from honcho.manager import Manager
+    from honcho.printer import Printer
+
+    from skiplock.tools.demo_tasks import enqueue_demo
+
+    settings = load_settings()
+    url = settings.database_url
+    if not url:
+        folder = Path(data_dir) if data_dir else DEFAULT_DATA_DIR
+        print(f"skiplock dev: no DATABASE_URL, starting embedded PostgreSQL in {folder}/", flush=True)
+        url = embedded_database_url(folder)
+    applied = apply_migrations(url)
+    print(f"skiplock dev: database ready ({len(applied)} migration(s) applied)", flush=True)
+    if demo:
+        with connect(url, "skiplock-dev") as conn:
+            ids = enqueue_demo(conn)
+        print(f"skiplock dev: enqueued {len(ids)} demo jobs (emails, reports, webhooks; some retry, "
+              "one ends dead)", flush=True)
+    env = {**os.environ, "DATABASE_URL": url,
+           "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "skiplock.tools.demo_tasks"),
+           "PORT": str(port or os.environ.get("PORT", "5000")), "PYTHONUNBUFFERED": "1"}
+    manager = Manager(Printer(sys.stdout))
+    python = shlex.quote(sys.executable)
+    manager.add_process("worker", f"{python} -m skiplock", env=env)
+    from skiplock.tools.web_cli import dev_console  # the dev command's other process: the console
+
+    manager.add_process("web", dev_console(env), env=env)
+    manager.loop()
+    return int(manager.returncode or 0)
