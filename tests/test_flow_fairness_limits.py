@@ -128,8 +128,8 @@ def test_racing_claims_of_many_connections_never_pass_the_concurrency_limit(
     claim can see a slot another claim took. Each claimer checks the running count after each of
     its claims, and the final counts show every job ran once. `cache`: whether the caller names the
     limited queue (the worker's LimitsView) or passes no cache (the statement looks at all queues)."""
-    from skiplock import core
-    from skiplock.status import OutcomeStatus
+    from skiplock.core import core
+    from skiplock.core.status import OutcomeStatus
     from tests.helpers import race
 
     limits.set_limit(conn, "race_limited", concurrency=3, rate=None)

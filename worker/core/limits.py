@@ -1,7 +1,8 @@
 """Global per-queue limits (issue 15): most running at once, and claims per second.
 
 The limits live in queue_limits, one row per limited queue, and are enforced by the claim itself
-(worker/core/queries.py, _CLAIM, and skiplock_limit_allowances of migration 018), for all workers on all machines together:
+(worker/core/queries.py, _CLAIM, and skiplock_limit_allowances of migration 018), for all
+workers on all machines together:
 - concurrency N: a claim takes at most N minus the queue's running jobs, counted while it holds
   the queue's row lock, so two claimers never both take the last slot. A reaped lease is no
   longer running, so its slot comes back with it (pgqueuer#475 kept a stale job's slot forever).
