@@ -30,6 +30,13 @@ from skiplock.hooks import on_dead, on_failure
 from skiplock.producer_async import enqueue_async, enqueue_many_async
 from skiplock.recurring_defs import recurring
 
+# The exceptions a handler raises are named by their public path: a worker's log line, a job's
+# stored error and the console's grouping say skiplock.PermanentFailure, not the module they
+# happen to live in (which moved once already, in the layering of issue 18).
+for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
+                SkiplockError, Snooze):
+    _public.__module__ = __name__
+
 # @task's extra keywords and what takes each: the one list (nothing registers itself on import).
 TASK_OPTIONS.update({
     "on_failure": hooks.on_failure_option,  # per-queue error hooks
