@@ -62,7 +62,7 @@ def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _claim_plan(conn: psycopg.Connection, queues: list[str], limit: int) -> list[dict[str, Any]]:
     params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor",
-              "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "locked": []}
+              "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "limited": []}
     row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.CLAIM, params).fetchone()
     assert row is not None
     return [n for n in _plan_nodes(row[0][0]["Plan"]) if n.get("Relation Name") == "jobs"]
