@@ -343,6 +343,21 @@ def seed_ready_jobs(conn: psycopg.Connection, queue: str, n: int, *, recipe: boo
     conn.execute(queries.SEED_READY_JOBS, {"queue": queue, "n": n, "recipe": recipe, "probe_every": probe_every})
 
 
+def seed_finished_jobs(conn: psycopg.Connection, queues: Sequence[str], n: int, *, status: str = "succeeded",
+                       errors: Sequence[str] = (), spacing: float = 0.01) -> None:
+    """Insert `n` finished jobs in one statement: kept history (`succeeded`) or dead letters with `errors`.
+
+    Jobs go to `queues` in turn and finished one every `spacing` seconds back from now; a dead job
+    takes the `errors` in turn, with the headline and group the worker would have stored.
+    """
+    if status not in (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.FAILED):
+        raise ValueError(f"only finished jobs are seeded here, not {status!r}")
+    summaries = [summarize(e) for e in errors]
+    conn.execute(queries.SEED_FINISHED_JOBS, {
+        "queues": list(queues), "status": status, "n": n, "spacing": spacing, "errors": list(errors),
+        "headlines": [h for h, _ in summaries], "groups": [g for _, g in summaries]})
+
+
 def delete_queue(conn: psycopg.Connection, queue: str) -> int:
     """Delete every job and stats row of `queue` (a benchmark's scratch queue); returns the jobs deleted."""
     deleted = conn.execute(queries.DELETE_QUEUE_JOBS, {"queue": queue}).rowcount
