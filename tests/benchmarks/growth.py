@@ -123,8 +123,14 @@ def prepare(url: str, state: str, sizes: dict[str, Any]) -> int:
 
 def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any]:
     """The worker's lean claim of `batch` jobs, timed here `claims` times; each batch acked before the next."""
+    from skiplock.db import session_defaults
+
     times = []
     with psycopg.connect(url, autocommit=True) as conn:
+        # the session of the worker's claim connection: its pools' defaults, and claims that commit
+        # without waiting for the WAL flush (skiplock.runner's _claims_commit_async)
+        session_defaults(conn)
+        conn.execute("SET synchronous_commit = off")
         for _ in range(claims):
             started = time.perf_counter()
             jobs = core.claim(conn, "growth-claim", [BENCH_QUEUE], [30.0], batch, payload_as_text=True,
