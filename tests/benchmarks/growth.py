@@ -127,10 +127,11 @@ def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any
 
     times = []
     with psycopg.connect(url, autocommit=True) as conn:
-        # the session of the worker's claim connection: its pools' defaults, and claims that commit
-        # without waiting for the WAL flush (skiplock.runner's _claims_commit_async)
+        # the session of the worker's claim connection: its pools' defaults, claims that commit
+        # without waiting for the WAL flush, the claim's plan settings (skiplock.runner's _claims_commit_async)
         session_defaults(conn)
         conn.execute("SET synchronous_commit = off")
+        core.claim_session(conn)
         for _ in range(claims):
             started = time.perf_counter()
             jobs = core.claim(conn, "growth-claim", [BENCH_QUEUE], [30.0], batch, payload_as_text=True,
