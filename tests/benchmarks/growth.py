@@ -152,9 +152,29 @@ def acked(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
+# What the server did for the drain, read before and after it: WAL (bytes, full-page images) from
+# pg_stat_wal (the private cluster runs nothing else) and the jobs table's buffer reads (blocks not
+# in shared_buffers) and hits from pg_statio_user_tables, summed over its heap and indexes.
+SERVER_COUNTERS = """
+SELECT w.wal_bytes::float8, w.wal_fpi::float8,
+       (s.heap_blks_read + coalesce(s.idx_blks_read, 0))::float8,
+       (s.heap_blks_hit + coalesce(s.idx_blks_hit, 0))::float8
+  FROM pg_stat_wal w, pg_statio_user_tables s WHERE s.relid = 'jobs'::regclass
+"""
+COUNTER_NAMES = ("wal_bytes", "wal_fpi", "blocks_read", "blocks_hit")
+
+
+def server_counters(conn: psycopg.Connection) -> dict[str, float]:
+    conn.execute("SELECT pg_stat_clear_snapshot()")  # a fresh read, not this transaction's cached one
+    row = conn.execute(SERVER_COUNTERS).fetchone()
+    return dict(zip(COUNTER_NAMES, row or (0.0,) * 4, strict=True))
+
+
 def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
     """`jobs` acks by `processes` workers, from the queue's resume to job_stats counting them."""
     with psycopg.connect(url, autocommit=True) as conn:
+        first = acked(conn)
+        counters = server_counters(conn)
         core.pause_queue(conn, BENCH_QUEUE, "growth")
         try:
             # retention of 30 days: the workers' pruner must not delete the kept history mid-run
@@ -168,7 +188,11 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
                 elapsed = time.monotonic() - started
         finally:
             core.resume_queue(conn, BENCH_QUEUE)
-    return {"jobs": jobs, "processes": processes, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+        # the workers have exited (their statistics are flushed): per job acked, the stop's tail included
+        done = max(1, acked(conn) - first)
+        after = server_counters(conn)
+    per_job = {f"{k}_per_job": (after[k] - counters[k]) / done for k in COUNTER_NAMES}
+    return {"jobs": jobs, "processes": processes, "seconds": elapsed, "jobs_per_s": jobs / elapsed, **per_job}
 
 
 def console(url: str, requests: int) -> list[dict[str, Any]]:
@@ -264,6 +288,15 @@ def markdown(results: dict[str, Any], sizes: dict[str, Any], reps: int) -> str:
             ratio = ("1 (baseline)", "1 (baseline)")
         lines.append(f"| {state} (vs {base}) | {results['rows'].get(state, 0):,} | {_med(rates)} | {_med(p50s)} | "
                      f"{ratio[0]} | {ratio[1]} |")
+    lines += ["", "What the server did per job drained (median over repetitions; WAL from pg_stat_wal, blocks of "
+              "`jobs` and its indexes from pg_statio_user_tables; read = not in shared_buffers):", "",
+              "| state | WAL bytes/job | full-page images/job | blocks read/job | blocks hit/job |",
+              "|---|---|---|---|---|"]
+    for state in STATES:
+        if st.get(state) and "wal_bytes_per_job" in st[state][0]["drain"]:
+            med = {k: statistics.median(r["drain"][f"{k}_per_job"] for r in st[state]) for k in COUNTER_NAMES}
+            lines.append(f"| {state} | {med['wal_bytes']:,.0f} | {med['wal_fpi']:.3f} | {med['blocks_read']:.2f} | "
+                         f"{med['blocks_hit']:.1f} |")
     if st.get("kept") and st.get("empty"):
         k = statistics.median(r["drain"]["jobs_per_s"] for r in st["kept"])
         e = statistics.median(r["drain"]["jobs_per_s"] for r in st["empty"])
