@@ -205,3 +205,51 @@ def test_release_own_gives_the_attempt_back(db_url, conn):
     assert core.release_own(conn, "other", [job_id]) == []
     assert core.release_own(conn, "w", [job_id]) == [job_id]
     assert conn.execute("SELECT status::text, attempts, worker_id FROM jobs").fetchone() == ("queued", 0, None)
+
+
+def test_pooled_connections_never_jit_compile_the_claim(db_url, monkeypatch):
+    """A claim from a big backlog is costed past jit_above_cost; compiling it took seconds (issue 19
+    part 3, tests/benchmarks/growth.py). Every pooled skiplock connection runs with JIT off, except
+    behind a transaction-pooling PgBouncer, where a session setting would leak to other clients."""
+    from skiplock import queries
+    from skiplock.db import make_pool
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        if not scalar(c, "SELECT pg_jit_available()"):
+            pytest.skip("this server has no JIT provider")
+    enqueue_many([("t1", {"n": i}) for i in range(20)])
+    params = {"queues": ["t1"], "leases": "{30}", "versions": f"{{{core.ANY_VERSION}}}", "tenant_after": [None],
+              "limit": 5, "worker_id": "explain", "locked": []}
+    pool = make_pool(db_url, "test-jit", size=1, open_wait=True)
+    try:
+        with pool.connection() as conn, conn.transaction(force_rollback=True):
+            conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would be compiled if JIT were on
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + queries.CLAIM_LEAN_TEXT, params))
+            assert scalar(conn, "SHOW jit") == "off"
+        assert "JIT" not in plan, plan
+    finally:
+        pool.close()
+    monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", "off")
+    pool = make_pool(db_url, "test-jit-pgbouncer", size=1, open_wait=True)
+    try:
+        with pool.connection() as conn:
+            assert scalar(conn, "SELECT source FROM pg_settings WHERE name = 'jit'") != "session"
+    finally:
+        pool.close()
+
+
+def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
+    """On a table of kept history with interleaved queues the planner, not knowing the claim's LIMIT,
+    read every ready job with a bitmap scan and sorted them: 0.4 s per claim at 5,000,000 rows
+    (tests/benchmarks/growth.py, EXPLAIN ANALYZE). The worker's claim connection turns bitmap scans
+    off, and its claims still take the jobs in order."""
+    from skiplock.runner import _claims_commit_async
+
+    core.seed_finished_jobs(conn, ["t1", "t2"], 1_000, status="succeeded")
+    ids = enqueue_many([("t1", {"n": i}) for i in range(60)])
+    with psycopg.connect(db_url, autocommit=True) as c:
+        _claims_commit_async(c)
+        assert scalar(c, "SHOW enable_bitmapscan") == "off" and scalar(c, "SHOW synchronous_commit") == "off"
+        jobs = core.claim(c, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
+    assert [j.id for j in jobs] == ids[:50]
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'succeeded'") == 1_000

@@ -42,6 +42,7 @@ from skiplock.tools.bench import (
     wait_until,
 )
 from tests.benchmarks import flow as flow_bench
+from tests.benchmarks import growth as growth_bench
 from tests.benchmarks.peers import ASYNC_SLOTS, procrastinate_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -645,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
             if result is not None:
                 results["steady"][system.name] = [result]
     flow_bench.compare_hook(Path(args.out), admin_url, args.quick, reps, args.only)  # issue 15: flow.md
+    # issue 19 part 3 (growth.md): only with --only growth, as it builds a private cluster of 5M rows
+    growth_bench.compare_hook(Path(args.out), args.quick, reps, args.only)
     with scratch_database(admin_url, prefix="cmp_facts", migrate=False) as url:
         facts = bench.server_facts(url)
     facts.update(versions())

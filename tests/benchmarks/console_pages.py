@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import psycopg
 
@@ -80,8 +82,8 @@ def build(admin_url: str) -> str:
     return url
 
 
-def pages(url: str) -> list[tuple[str, str, dict]]:
-    """(label, path, extra request kwargs) for every page worth timing."""
+def pages(url: str, error: str = "TimeoutError: upstream took longer than 30s") -> list[tuple[str, str, dict]]:
+    """(label, path, extra request kwargs) for every page worth timing; `error`: a dead letters group."""
     with psycopg.connect(url) as conn:
         dead_id = conn.execute("SELECT id FROM jobs WHERE status = 'dead' LIMIT 1").fetchone()[0]  # type: ignore[index]
     hx = {"headers": {"HX-Request": "true"}}
@@ -97,12 +99,33 @@ def pages(url: str) -> list[tuple[str, str, dict]]:
         ("long-runners", "/running/", {}),
         ("dead letters 24h", "/dead/", {}),
         ("dead letters all", "/dead/?window=all", {}),
-        ("dead letters one error", "/dead/?window=all&error=TimeoutError:+upstream+took+longer+than+30s", {}),
+        ("dead letters one error", "/dead/?" + urlencode({"window": "all", "error": error}), {}),
         ("dead groups fragment", "/dead/?window=7d", hx),
         ("job detail", f"/jobs/{dead_id}", {}),
         ("workers", "/workers/", {}),
         ("healthz", "/healthz", {}),
     ]
+
+
+def p95(times: list[float]) -> float:
+    """The 95th percentile of sorted `times` by nearest rank."""
+    return times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+
+
+def time_page(client: Any, path: str, extra: dict, requests: int) -> list[float]:
+    """`requests` GETs of `path` after one warm-up (pool, plan cache); sorted milliseconds each."""
+    auth = ("bench", "pw")
+    client.get(path, auth=auth, **extra)
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        response = client.get(path, auth=auth, **extra)
+        if response.status_code == 503:  # the shared server dropped a pooled connection: once more
+            started = time.perf_counter()
+            response = client.get(path, auth=auth, **extra)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (path, response.status_code)
+    return sorted(times)
 
 
 def main() -> int:
@@ -121,19 +144,8 @@ def main() -> int:
     print(f"\n{'page':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
     try:
         for label, path, extra in pages(url):
-            client.get(path, auth=auth, **extra)  # warm the pool and the plan cache
-            times = []
-            for _ in range(args.requests):
-                started = time.perf_counter()
-                response = client.get(path, auth=auth, **extra)
-                if response.status_code == 503:  # the shared server dropped a pooled connection: once more
-                    started = time.perf_counter()
-                    response = client.get(path, auth=auth, **extra)
-                times.append((time.perf_counter() - started) * 1000)
-                assert response.status_code == 200, (path, response.status_code)
-            times.sort()
-            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            print(f"{label:34} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}", flush=True)
+            times = time_page(client, path, extra, args.requests)
+            print(f"{label:34} {statistics.median(times):8.1f} {p95(times):8.1f} {times[-1]:8.1f}", flush=True)
         # the confirmation of "purge all matching" counts the set it will act on
         token_client = app.test_client()
         html = token_client.get("/", auth=auth).get_data(as_text=True)

@@ -68,6 +68,28 @@ class DeadlinePool(ConnectionPool):
             yield conn
 
 
+def session_defaults(conn: psycopg.Connection) -> None:
+    """The session settings of every pooled skiplock connection (make_pool runs it on each new one).
+
+    JIT off. The claim's cost estimate grows with the ready rows (its LIMIT is a column of the
+    `wanted` CTE, so the planner assumes a tenth of the backlog will be read): from ~100,000 ready
+    jobs it crosses jit_above_cost, and PostgreSQL then compiled ~160 functions for every claim,
+    6.4 s of a claim whose execution takes 1.5 ms (EXPLAIN ANALYZE on a 1,000,000-job backlog,
+    tests/benchmarks/growth.py). Queue statements are short: compiling never pays off for them.
+    """
+    conn.execute("SET jit = off")
+
+
+def _after_session_defaults(
+        configure: Callable[[psycopg.Connection], None] | None) -> Callable[[psycopg.Connection], None]:
+    """A pool's configure callback: session_defaults, then the caller's own settings."""
+    def session(conn: psycopg.Connection) -> None:
+        session_defaults(conn)
+        if configure is not None:
+            configure(conn)
+    return session
+
+
 def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = False,
               configure: Callable[[psycopg.Connection], None] | None = None) -> ConnectionPool:
     """A psycopg pool of autocommit connections; broken ones are replaced on return.
@@ -77,6 +99,9 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
     client-side deadline, so a connection that goes silent cannot hang the borrowing thread.
     """
     validate_database_url(url)
+    # Behind PgBouncer in transaction mode (prepared statements off) a session setting would leak
+    # to other clients' transactions: there, turn JIT off for the worker's role instead (README).
+    session = _after_session_defaults(configure) if prepared_statements() else configure
     pool = DeadlinePool(
         url,
         min_size=1,
@@ -86,7 +111,7 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
         open=False,
         timeout=10.0,
         reconnect_timeout=_reconnect_timeout(),
-        configure=configure,  # run once on each new connection
+        configure=session,  # run once on each new connection
     )
     pool.deadline = db_deadline()
     pool.open(wait=open_wait, timeout=10.0)

@@ -639,6 +639,22 @@ SELECT %(queue)s,
   FROM generate_series(1, %(n)s) g
 """
 
+# %(n)s finished jobs in one statement (tests/benchmarks/growth.py: millions of kept rows), over
+# %(queues)s in turn, finished one every %(spacing)s seconds back from now (the newest first). A
+# `dead` job carries the error texts in turn, with their headline and group (computed by the core).
+SEED_FINISHED_JOBS = """
+INSERT INTO jobs (queue, status, attempts, max_attempts, run_at, created_at, started_at, finished_at, payload,
+                  last_error, error_headline, error_group)
+SELECT (%(queues)s::text[])[1 + g %% cardinality(%(queues)s::text[])], %(status)s::job_status,
+       CASE WHEN %(status)s = 'dead' THEN 20 ELSE 1 END, 20, f.at - interval '2 ms', f.at - interval '2 ms',
+       f.at - interval '1 ms', f.at, jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
+       (%(errors)s::text[])[1 + g %% greatest(1, cardinality(%(errors)s::text[]))],
+       (%(headlines)s::text[])[1 + g %% greatest(1, cardinality(%(headlines)s::text[]))],
+       (%(groups)s::text[])[1 + g %% greatest(1, cardinality(%(groups)s::text[]))]
+  FROM generate_series(1, %(n)s) g
+ CROSS JOIN LATERAL (SELECT now() - make_interval(secs => g * %(spacing)s::float8) AS at) f
+"""
+
 # Every job and stats row of one queue (a benchmark's scratch queue), whatever their state.
 DELETE_QUEUE_JOBS = "DELETE FROM jobs WHERE queue = %(queue)s"
 DELETE_QUEUE_STATS = "DELETE FROM job_stats WHERE queue = %(queue)s"

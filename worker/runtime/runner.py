@@ -676,8 +676,10 @@ class Worker:
 
 
 def _claims_commit_async(conn: Any) -> None:
-    """The claim connection's setting: its commits do not wait for the WAL flush (see Worker.run)."""
+    """The claim connection's settings: its commits do not wait for the WAL flush (see Worker.run),
+    and the claim's own plan settings (core.claim_session)."""
     conn.execute("SET synchronous_commit = off")
+    core.claim_session(conn)
 
 
 def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> dict[str, Any]:
