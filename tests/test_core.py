@@ -211,15 +211,15 @@ def test_pooled_connections_never_jit_compile_the_claim(db_url, monkeypatch):
     """A claim from a big backlog is costed past jit_above_cost; compiling it took seconds (issue 19
     part 3, tests/benchmarks/growth.py). Every pooled skiplock connection runs with JIT off, except
     behind a transaction-pooling PgBouncer, where a session setting would leak to other clients."""
-    from skiplock import queries
-    from skiplock.db import make_pool
+    from skiplock.core import queries
+    from skiplock.core.db import make_pool
 
     with psycopg.connect(db_url, autocommit=True) as c:
         if not scalar(c, "SELECT pg_jit_available()"):
             pytest.skip("this server has no JIT provider")
     enqueue_many([("t1", {"n": i}) for i in range(20)])
     params = {"queues": ["t1"], "leases": "{30}", "versions": f"{{{core.ANY_VERSION}}}", "tenant_after": [None],
-              "limit": 5, "worker_id": "explain", "locked": []}
+              "limit": 5, "worker_id": "explain", "limited": []}
     pool = make_pool(db_url, "test-jit", size=1, open_wait=True)
     try:
         with pool.connection() as conn, conn.transaction(force_rollback=True):
@@ -243,7 +243,7 @@ def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
     read every ready job with a bitmap scan and sorted them: 0.4 s per claim at 5,000,000 rows
     (tests/benchmarks/growth.py, EXPLAIN ANALYZE). The worker's claim connection turns bitmap scans
     off, and its claims still take the jobs in order."""
-    from skiplock.runner import _claims_commit_async
+    from skiplock.runtime.runner import _claims_commit_async
 
     core.seed_finished_jobs(conn, ["t1", "t2"], 1_000, status="succeeded")
     ids = enqueue_many([("t1", {"n": i}) for i in range(60)])

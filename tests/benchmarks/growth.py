@@ -19,7 +19,7 @@ and connected, the queue resumed (its NOTIFY wakes them) and timed until job_sta
 20,000 acks. Every state is topped up to its size and VACUUM ANALYZEd before it is measured.
 Then the console's pages on the ``kept`` database (5,000,000 rows), in process through the Flask
 test client, many requests per page: p50/p95 per page. Writes growth.json and growth.md.
-Rows are written through skiplock.core (seed_ready_jobs, seed_finished_jobs), never by SQL here.
+Rows are written through skiplock.core.core (seed_ready_jobs, seed_finished_jobs), never by SQL here.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ import psycopg
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from skiplock import bench, core  # noqa: E402
-from skiplock.bench import BENCH_QUEUE, skiplock_workers, wait_until  # noqa: E402
+from skiplock.core import core  # noqa: E402
+from skiplock.tools import bench  # noqa: E402
+from skiplock.tools.bench import BENCH_QUEUE, skiplock_workers, wait_until  # noqa: E402
 from tests.pgcluster import ThrowawayCluster  # noqa: E402
 
 FULL = {"drain": 20_000, "backlog": 1_000_000, "kept": 5_000_000, "kept_ready": 10_000, "dead": 5_000,
@@ -123,12 +124,12 @@ def prepare(url: str, state: str, sizes: dict[str, Any]) -> int:
 
 def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any]:
     """The worker's lean claim of `batch` jobs, timed here `claims` times; each batch acked before the next."""
-    from skiplock.db import session_defaults
+    from skiplock.core.db import session_defaults
 
     times = []
     with psycopg.connect(url, autocommit=True) as conn:
         # the session of the worker's claim connection: its pools' defaults, claims that commit
-        # without waiting for the WAL flush, the claim's plan settings (skiplock.runner's _claims_commit_async)
+        # without waiting for the WAL flush, the claim's plan settings (skiplock.runtime.runner's _claims_commit_async)
         session_defaults(conn)
         conn.execute("SET synchronous_commit = off")
         core.claim_session(conn)
@@ -197,7 +198,7 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
 
 def console(url: str, requests: int) -> list[dict[str, Any]]:
     """p50/p95/max (ms) of each console page on `url`, `requests` requests per page, in process."""
-    from skiplock.error_summary import summarize
+    from skiplock.core.error_summary import summarize
     from skiplock.webapp import create_app
     from skiplock.webapp.db import close_app
     from skiplock.webapp.settings import Account
