@@ -247,10 +247,11 @@ class Worker:
         # at-least-once allows for anything in flight at a crash; the flush of the next durable
         # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
         # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
-        # Behind PgBouncer in transaction mode (prepared statements off) a session setting would
-        # leak to other clients' transactions, so there claims stay synchronous.
+        # It also runs with JIT off (_claim_session). Behind PgBouncer in transaction mode (prepared
+        # statements off) a session setting would leak to other clients' transactions, so there
+        # claims stay synchronous and JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
-                                    configure=_claims_commit_async if prepared_statements() else None)
+                                    configure=_claim_session if prepared_statements() else None)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
@@ -795,9 +796,18 @@ class Worker:
             log.debug("could not delete worker row: %s", exc)
 
 
-def _claims_commit_async(conn: Any) -> None:
-    """The claim connection's setting: its commits do not wait for the WAL flush (see Worker.run)."""
+def _claim_session(conn: Any) -> None:
+    """The claim connection's settings (see Worker.run).
+
+    Its commits do not wait for the WAL flush. And JIT is off: the claim's inner LIMIT is a value
+    from its own CTE (the flow-control allowance), which the planner cannot know, so it costs the
+    plan as if 10% of the ready rows were read. With ~100,000+ jobs queued that crosses
+    jit_above_cost, and every claim then spent 200-470 ms compiling (EXPLAIN ANALYZE with 450,000
+    queued: JIT 458 of 461 ms; with jit off the same claim took 3-30 ms), so a backlog that built
+    up (while autovacuum held a core, say) could no longer drain: ~250 jobs/s instead of ~10,000.
+    """
     conn.execute("SET synchronous_commit = off")
+    conn.execute("SET jit = off")
 
 
 def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> dict[str, Any]:
