@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import statistics
 import sys
 import threading
@@ -407,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", action="append", default=[],
                         help="system=jobs_per_s: skip that system's capacity drain and use this figure")
     args = parser.parse_args(argv)
+    # SIGTERM (kill, nohup runs) unwinds like Ctrl-C: the private cluster and the workers are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seconds = 5.0 if args.quick else args.seconds
     points = [int(p) for p in args.points.split(",")]
     systems = [s for s in args.systems.split(",") if s]
