@@ -356,6 +356,31 @@ def _hot_share(timeline: list[dict[str, Any]]) -> float | None:
     return round(rows[-1]["hot_upd"] / rows[-1]["upd"], 4)
 
 
+def backlog_drain(cluster_url: str, jobs: int, seconds: float, skiplock_options: dict[str, str]) -> dict[str, Any]:
+    """skiplock's 2 workers facing `jobs` queued no-op jobs (ANALYZEd): how many they finish in `seconds`.
+
+    The situation after a backlog built up: a drain as compare.py's, with the table's statistics
+    showing the backlog (autovacuum's ANALYZE would, within a naptime), timed over a fixed window
+    so a slow drain ends too.
+    """
+    with point_database(cluster_url, "skiplock", {}) as url:
+        bench.seed_jobs(url, jobs)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE jobs")
+            with bench.skiplock_workers(url, 2, concurrency=50, batch_size=50, **skiplock_options):
+                started = time.monotonic()
+                done = 0
+                while time.monotonic() - started < seconds:
+                    time.sleep(0.5)  # a fixed window: the count at its end is the result
+                    done = int(conn.execute("SELECT coalesce(sum(completed), 0) FROM job_stats WHERE queue = %s",
+                                            (BENCH_QUEUE,)).fetchone()[0])  # type: ignore[index]
+                    if done >= jobs:
+                        break
+                elapsed = time.monotonic() - started
+    return {"backlog": jobs, "seconds": elapsed, "done": done, "jobs_per_s": done / elapsed,
+            "load1": os.getloadavg()[0]}
+
+
 # ---- the run ----------------------------------------------------------------------------------------
 
 
@@ -407,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skiplock", action="append", default=[], help="SKIPLOCK_<NAME> worker setting name=value")
     parser.add_argument("--capacity", action="append", default=[],
                         help="system=jobs_per_s: skip that system's capacity drain and use this figure")
+    parser.add_argument("--backlog", type=int, default=0,
+                        help="instead of the curve: skiplock's drain of this many queued jobs over --seconds")
     args = parser.parse_args(argv)
     # SIGTERM (kill, nohup runs) unwinds like Ctrl-C: the private cluster and the workers are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -430,6 +457,16 @@ def main(argv: list[str] | None = None) -> int:
             for setting in ("autovacuum", "autovacuum_naptime", "autovacuum_vacuum_cost_delay",
                             "autovacuum_vacuum_cost_limit", "autovacuum_max_workers", *pg_settings):
                 facts[setting] = conn.execute(f"SHOW {setting}").fetchone()[0]  # type: ignore[index]
+        if args.backlog:
+            say(f"skiplock: a backlog of {args.backlog:,} jobs, {seconds:.0f} s")
+            result = backlog_drain(cluster.url, args.backlog, seconds, skiplock_options)
+            say(f"  {result['done']:,} done in {result['seconds']:.1f} s: {result['jobs_per_s']:,.0f} jobs/s")
+            facts.update(compare.versions(), date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                         skiplock_module=bench.__file__)
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{args.name}.json").write_text(json.dumps({"facts": facts, "backlog": result}, indent=1))
+            return 0
         for name in systems:
             if name in given:
                 results["capacity"][name] = {"jobs_per_s": given[name], "given": True}
