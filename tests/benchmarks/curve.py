@@ -504,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     facts.update(date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), seconds_per_point=seconds,
                  wall_seconds=round(time.monotonic() - began), errors=errors, pg_settings=pg_settings,
                  jobs_options=jobs_options, skiplock_options=skiplock_options, probe_every=PROBE_EVERY,
+                 skiplock_module=bench.__file__,  # which skiplock ran (a PYTHONPATH checkout of another commit?)
                  command=" ".join(["python -m tests.benchmarks.curve", *(argv if argv is not None else sys.argv[1:])]))
     results["facts"] = facts
     out = Path(args.out)
