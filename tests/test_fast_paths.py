@@ -108,3 +108,36 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
         # and the statements still do their job: the fence holds for the owner only
         assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == set()
         assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == {ids[0]}
+
+
+@pytest.mark.parametrize("prepared", ["on", "off"])
+def test_the_claim_connection_runs_without_jit_and_without_waiting_for_the_flush(db_url, conn, monkeypatch,
+                                                                                 prepared):
+    # JIT off: a backlog's row estimates made each claim compile for 200-470 ms (runner._claims_commit_async).
+    # Behind PgBouncer in transaction mode (prepared statements off) no session setting is made.
+    import threading
+
+    from skiplock.core.config import load_settings
+    from skiplock.core.registry import Registry, Task
+    from skiplock.runtime.runner import Worker
+
+    settings = "SELECT current_setting('jit'), current_setting('synchronous_commit')"
+    server = conn.execute(settings).fetchone()
+    monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", prepared)
+    monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "0.1")
+    registry = Registry()
+    registry.add(Task("t1", lambda payload: None, wants_job=False))
+    worker = Worker(load_settings(), registry=registry, queues=["t1"])
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    try:
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60, message="the job to run")
+        assert worker.claim_pool is not None
+        with worker.claim_pool.connection() as claim_conn:
+            found = claim_conn.execute(settings).fetchone()
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert found == (("off", "off") if prepared == "on" else server)

@@ -1,6 +1,7 @@
 """Side-by-side benchmark: skiplock, PgQueuer, Procrastinate, Celery+Redis and the raw-SQL ceiling, one run.
 
     python -m tests.benchmarks.compare [--quick] [--reps 3] [--out tests/benchmarks/results]
+    python -m tests.benchmarks.compare --only curve    (latency against load: tests/benchmarks/curve.py)
 
 Needs the `bench` extra (pgqueuer + asyncpg, procrastinate, celery[redis], matplotlib), pgbench and a
 Redis on 127.0.0.1:6379 (tests/benchmarks/celery_peer.py says which database it flushes). Every
@@ -612,6 +613,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated workloads to run (default all)")
     parser.add_argument("--systems", default="", help="comma-separated system names (default all)")
     args = parser.parse_args(argv)
+    if "curve" in args.only.split(","):
+        # Issue 19 part 2: latency against load runs on a private cluster of its own (autovacuum on),
+        # not on DATABASE_URL's server, and takes ~50 min; only when asked for by name.
+        from tests.benchmarks import curve
+
+        curve.main(["--out", args.out, *(["--quick"] if args.quick else [])]
+                   + (["--systems", args.systems] if args.systems else []))
+        if args.only == "curve":
+            return 0
     sizes = QUICK if args.quick else FULL
     reps = args.reps or (1 if args.quick else 3)
     admin_url = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"

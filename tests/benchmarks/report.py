@@ -216,3 +216,94 @@ def steady_plot(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+# ---- latency against load (tests/benchmarks/curve.py) -------------------------------------------
+
+CURVE_COLORS = {"skiplock": "tab:green", "pgqueuer-b50": "tab:blue", "celery-redis": "tab:red"}
+
+
+def _ms(value: float) -> str:
+    return "-" if value != value else (f"{value:,.1f}" if value < 100 else f"{value:,.0f}")  # NaN: no probes
+
+
+def curve_markdown(results: dict[str, Any]) -> str:
+    """The curve's table (per system per point), the capacities, the autovacuums and the machine's load."""
+    facts = results["facts"]
+    lines = [f"Measured {facts['date']} on {facts['cpu_count']} CPUs, private cluster PostgreSQL "
+             f"{facts['server_version']} (autovacuum {facts['autovacuum']}, naptime {facts['autovacuum_naptime']}, "
+             f"cost delay {facts['autovacuum_vacuum_cost_delay']}; jobs with migration 005's settings"
+             + (f" and {facts['jobs_options']}" if facts.get("jobs_options") else "")
+             + (f"; server settings {facts['pg_settings']}" if facts.get("pg_settings") else "")
+             + (f"; skiplock workers {facts['skiplock_options']}" if facts.get("skiplock_options") else "")
+             + f"), {facts['seconds_per_point']:.0f} s per point, every {facts['probe_every']}th job timed, "
+             f"whole run {facts['wall_seconds']} s. Command: `{facts['command']}`.", "",
+             "Capacity (2-process drain on the same cluster): " + ", ".join(
+                 f"{s} {c['jobs_per_s']:,.0f} jobs/s" + (" (given)" if c.get("given") else "")
+                 for s, c in results["capacity"].items()), "",
+             "| system | offered | jobs/s offered (sent) | p50 ms | p99 ms | max ms | peak backlog | not started "
+             "| autovacuums of its table (elapsed s) | load avg | CPU % bench / workers / pg / autovacuum / others |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in sorted(results["points"], key=lambda p: (p["system"], p["pct"])):
+        cpu = p.get("cpu_mean", {})
+        av = p.get("autovacuums", [])
+        lines.append(
+            f"| {p['system']} | {p['pct']}% | {p['rate']:,.0f} ({p['sent_per_s']:,.0f}) | {_ms(p['p50_ms'])} "
+            f"| {_ms(p['p99_ms'])} | {_ms(p['max_ms'])} | {p['peak_backlog']:,} | {p['missing']:,} "
+            f"| {len(av)}" + (f" ({', '.join(str(a['elapsed_s']) for a in av[:8])}{' ...' if len(av) > 8 else ''})"
+                              if av else "")
+            + f" | {p['load1_mean'] or 0:.1f} (max {p['load1_max'] or 0:.1f}) "
+            f"| {cpu.get('bench', 0):.0f} / {cpu.get('workers', 0):.0f} / {cpu.get('pg_other', 0):.0f} / "
+            f"{cpu.get('pg_autovacuum', 0):.0f} / {cpu.get('others', 0):.0f} |")
+    hot = [(p["system"], p["pct"], p["hot_update_share"]) for p in results["points"] if p.get("hot_update_share")
+           is not None]
+    if hot:
+        lines += ["", "HOT share of the queue table's updates (n_tup_hot_upd / n_tup_upd at the end of each point): "
+                  + ", ".join(f"{s} {pct}%: {h:.2f}" for s, pct, h in hot)]
+    if facts.get("errors"):
+        lines += ["", "Errors: " + "; ".join(facts["errors"])]
+    return "\n".join(lines) + "\n"
+
+
+def curve_plot(results: dict[str, Any], path: Path) -> None:
+    """p99 (solid) and p50 (dashed) against offered load, log scale; and skiplock's 50% point over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, tl) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for system in dict.fromkeys(p["system"] for p in results["points"]):
+        pts = sorted((p for p in results["points"] if p["system"] == system), key=lambda p: p["pct"])
+        color = CURVE_COLORS.get(system, "tab:gray")
+        x = [p["pct"] for p in pts]
+        ax.plot(x, [p["p99_ms"] for p in pts], marker="o", color=color, label=f"{system} p99")
+        ax.plot(x, [p["p50_ms"] for p in pts], marker=".", linestyle="--", color=color, label=f"{system} p50")
+    ax.axhline(250, color="black", linewidth=0.6, linestyle=":")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load, % of the system's own 2-process capacity")
+    ax.set_ylabel("end-to-end latency, ms (log)")
+    ax.set_title(f"latency against load, autovacuum on, {results['facts']['seconds_per_point']:.0f} s per point",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    half = [p for p in results["points"] if p["system"] == "skiplock" and p["pct"] == 50]
+    if half:
+        rows = half[0]["timeline"]
+        t = [r["t"] for r in rows]
+        tl.plot(t, [r["backlog"] for r in rows], color="tab:green", label="backlog (queued jobs)")
+        tl.set_ylabel("queued jobs")
+        tl.set_xlabel("seconds")
+        cpu = tl.twinx()
+        cpu.plot(t, [r["cpu"].get("pg_autovacuum", 0) for r in rows], color="tab:orange", linewidth=0.8,
+                 label="autovacuum CPU % of a core")
+        cpu.plot(t, [r.get("dead", 0) / 1000 for r in rows], color="tab:purple", linewidth=0.8,
+                 label="dead tuples in jobs (thousands)")
+        cpu.set_ylabel("% of a core / thousands")
+        tl.set_title(f"skiplock at 50% ({half[0]['rate']:,.0f} jobs/s): p99 {_ms(half[0]['p99_ms'])} ms", fontsize=9)
+        handles = tl.get_legend_handles_labels()[0] + cpu.get_legend_handles_labels()[0]
+        tl.legend(handles, [str(h.get_label()) for h in handles], fontsize=7, loc="upper left")
+    else:
+        tl.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

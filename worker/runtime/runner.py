@@ -235,8 +235,10 @@ class Worker:
         # at-least-once allows for anything in flight at a crash; the flush of the next durable
         # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
         # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
-        # Behind PgBouncer in transaction mode (prepared statements off) a session setting would
-        # leak to other clients' transactions, so there claims stay synchronous.
+        # Like every pooled connection it runs with JIT off (db.session_defaults), and without bitmap
+        # scans (core.claim_session). Behind PgBouncer in transaction mode (prepared statements off)
+        # a session setting would leak to other clients' transactions, so there claims stay
+        # synchronous and JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
                                     configure=_claims_commit_async if prepared_statements() else None)
         self.reaper = Reaper(self.pool)
