@@ -42,7 +42,7 @@ from skiplock.tools.bench import (
 from tests.benchmarks.flow_tasks import LIMITED_QUEUE
 
 REPO = Path(__file__).resolve().parents[2]
-FULL = {"drain": 20_000, "backlog": 20_000, "limited_backlog": 20_000}
+FULL = {"drain": 60_000, "backlog": 20_000, "limited_backlog": 40_000}
 QUICK = {"drain": 4000, "backlog": 4000, "limited_backlog": 4000}
 PROCESSES = 2
 
