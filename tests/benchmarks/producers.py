@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,34 +86,25 @@ def python_tps(url: str, clients: int, seconds: float, how: str) -> float:
 def _child(how: str, url: str, threads: int, start: float, seconds: float) -> None:
     """One producer process: `threads` connections commit one job each per transaction until the end."""
     from skiplock.core.producer import enqueue
+    from tests.helpers import race
 
     counts = [0] * threads
-    errors: list[BaseException] = []
 
     def produce(index: int) -> None:
-        try:
-            with psycopg.connect(url, autocommit=True) as conn:
-                time.sleep(max(0.0, start - time.time()))  # pacing: all processes start together
-                end = start + seconds
-                n = 0
-                while time.time() < end:
-                    if how == "enqueue":
-                        enqueue(BENCH_QUEUE, {"n": n}, conn=conn)
-                    else:
-                        conn.execute("INSERT INTO jobs (queue, payload) VALUES (%s, %s::jsonb)",
-                                     (BENCH_QUEUE, '{"n": 1}'))
-                    n += 1
-                counts[index] = n
-        except BaseException as exc:
-            errors.append(exc)
+        with psycopg.connect(url, autocommit=True) as conn:
+            time.sleep(max(0.0, start - time.time()))  # pacing: all processes start together
+            end = start + seconds
+            n = 0
+            while time.time() < end:
+                if how == "enqueue":
+                    enqueue(BENCH_QUEUE, {"n": n}, conn=conn)
+                else:
+                    conn.execute("INSERT INTO jobs (queue, payload) VALUES (%s, %s::jsonb)",
+                                 (BENCH_QUEUE, '{"n": 1}'))
+                n += 1
+            counts[index] = n
 
-    pool = [threading.Thread(target=produce, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
+    race(threads, produce)  # re-raises the first error of any thread
     print(sum(counts))
 
 
