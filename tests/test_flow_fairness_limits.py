@@ -158,3 +158,30 @@ def test_racing_claims_of_many_connections_never_pass_the_concurrency_limit(
     every = [queue for queues in claimed for queue in queues]
     assert (every.count("race_limited"), every.count("race_free")) == (400, 400)
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_a_worker_includes_a_limited_queue_at_most_every_interval_or_once_its_own_slot_is_free(
+        conn: psycopg.Connection) -> None:
+    """The claims of a busy worker name a limited queue (so the claim locks and counts it) only every
+    LIMITED_CLAIM_INTERVAL, or at once after an ack of one of its jobs; the unlimited queue always."""
+    from skiplock.core.registry import Task
+    from skiplock.runtime.flow import LIMITED_CLAIM_INTERVAL, WorkerFlow
+
+    now = [100.0]
+    tasks = {q: Task(q, lambda payload: None, wants_job=False) for q in ("gate_free", "gate_limited")}
+    flow = WorkerFlow(tasks, clock=lambda: now[0])
+    limits.set_limit(conn, "gate_limited", concurrency=2, rate=None)
+    flow.start(conn)
+    queues = ["gate_free", "gate_limited"]
+
+    assert flow.claim_options(conn, queues)["limited"] == {"gate_limited"}  # the first claim includes it
+    now[0] += LIMITED_CLAIM_INTERVAL / 2
+    assert flow.claim_options(conn, queues)["limited"] == set()  # too soon: left out of this claim
+    assert flow.note_finished({"gate_free"}) is False  # an unlimited queue's ack frees no limited slot
+    assert flow.claim_options(conn, queues)["limited"] == set()
+    assert flow.note_finished({"gate_free", "gate_limited"}) is True  # its own job's ack: a slot is free
+    assert flow.claim_options(conn, queues)["limited"] == {"gate_limited"}
+    assert flow.claim_options(conn, queues)["limited"] == set()  # once per freed slot, not forever
+    now[0] += LIMITED_CLAIM_INTERVAL
+    assert flow.claim_options(conn, queues)["limited"] == {"gate_limited"}
+    assert flow.claim_options(conn, ["gate_free"])["limited"] == set()  # a lane without it never names it

@@ -37,7 +37,8 @@ class Acker:
 
     def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
                  held: HeldJobs, row_writes: threading.Lock, counters: Counters, latency: LatencyRecorder, *,
-                 batch: int, interval: float, history: HistoryMode | str) -> None:
+                 batch: int, interval: float, history: HistoryMode | str,
+                 on_written: Callable[[list[core.Outcome]], None] | None = None) -> None:
         self._connect = connect
         self.worker_id = worker_id
         self.held = held
@@ -48,6 +49,7 @@ class Acker:
         self.batch = batch
         self.interval = interval
         self.history = history
+        self.on_written = on_written  # told of each written batch (the worker: limited queues' slots are free)
         self._outcomes: queue.SimpleQueue[core.Outcome] = queue.SimpleQueue()
         self._full = threading.Event()  # a whole batch is waiting: write before the interval ends
         self._holding = 0  # outcomes a pass has taken and is gathering a batch around
@@ -139,4 +141,6 @@ class Acker:
                             outcome.job_id, extra={"job_id": outcome.job_id, "outcome": "stale"})
             else:
                 setattr(self.counters, COUNTER[outcome.status], getattr(self.counters, COUNTER[outcome.status]) + 1)
+        if self.on_written is not None:
+            self.on_written(outcomes)
         return True

@@ -157,7 +157,7 @@ class Worker:
             self.async_loop = AsyncHandlerLoop(settings.async_concurrency, self._execute_async)
         self.acker = Acker(self._pool_connection, self.worker_id, self.held, self._row_writes, self.counters,
                            self.latency, batch=settings.ack_batch, interval=settings.ack_interval,
-                           history=settings.history)
+                           history=settings.history, on_written=self._after_ack)
         self.heartbeat = Heartbeat(self._pool_connection, self.worker_id, self.held, self._row_writes,
                                    self.counters, self._lease_for, self.async_loop)
         self._claim_backoff = 0.1
@@ -540,7 +540,15 @@ class Worker:
             idle = not lane.held
         if not acked:
             self.acker.put(outcome)  # wakes the acker at once when a whole batch is waiting
+        elif self.flow.note_finished({job.queue}):
+            free = threshold  # completed in the handler's transaction: a limited queue's slot is free now
         if (free >= threshold or idle) and not self._wake.is_set():
+            self._wake.set()
+
+    def _after_ack(self, outcomes: list[core.Outcome]) -> None:
+        """An ack batch is written: its limited queues' slots are free in the database now, so the
+        next claim includes them at once (see LIMITED_CLAIM_INTERVAL in worker/runtime/flow.py)."""
+        if self.flow.note_finished({outcome.queue for outcome in outcomes}):
             self._wake.set()
 
     def _give_back(self, job: core.ClaimedJob) -> None:
