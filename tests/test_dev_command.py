@@ -36,3 +36,31 @@ def test_skiplock_dev_runs_demo_on_embedded_postgres(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)
     assert (tmp_path / "pg" / "PG_VERSION").exists()
+
+
+def test_a_line_printed_from_a_signal_handler_during_another_waits_for_it() -> None:
+    """honcho prints "SIGINT received" from its signal handler, in the thread that may be printing a
+    process's line: the second write must not re-enter the first (it raised RuntimeError)."""
+    import io
+
+    from skiplock.tools.dev import SignalSafeOutput
+
+    class Interrupted(io.StringIO):
+        """A stream whose first write is interrupted by a 'signal handler' that writes too."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.wrapper: SignalSafeOutput | None = None
+
+        def write(self, text: str) -> int:
+            if self.wrapper is not None and text == "worker | job 1 ok":
+                wrapper, self.wrapper = self.wrapper, None
+                print("system | SIGINT received", file=wrapper, flush=True)  # re-entrant: held back
+            return super().write(text)
+
+    stream = Interrupted()
+    out = SignalSafeOutput(stream)
+    stream.wrapper = out
+    print("worker | job 1 ok", file=out, flush=True)
+    print("system | sending SIGTERM", file=out, flush=True)
+    assert stream.getvalue() == "worker | job 1 ok\nsystem | SIGINT received\nsystem | sending SIGTERM\n"

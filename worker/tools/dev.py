@@ -11,6 +11,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from skiplock.core.config import load_settings
 from skiplock.core.db import connect
@@ -72,7 +73,7 @@ def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = N
     env = {**os.environ, "DATABASE_URL": url,
            "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "skiplock.tools.demo_tasks"),
            "PORT": str(port or os.environ.get("PORT", "5000")), "PYTHONUNBUFFERED": "1"}
-    manager = Manager(Printer(sys.stdout))
+    manager = Manager(Printer(SignalSafeOutput(sys.stdout)))
     python = shlex.quote(sys.executable)
     manager.add_process("worker", f"{python} -m skiplock", env=env)
     from skiplock.tools.web_cli import dev_console  # the dev command's other process: the console
@@ -80,3 +81,44 @@ def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = N
     manager.add_process("web", dev_console(env), env=env)
     manager.loop()
     return int(manager.returncode or 0)
+
+
+class SignalSafeOutput:
+    """sys.stdout for honcho's printer, safe against honcho's own signal handler.
+
+    On Ctrl-C honcho prints "SIGINT received" from its signal handler, which runs in the main
+    thread, possibly in the middle of printing a process's line there: the buffered stdout then
+    raises "RuntimeError: reentrant call inside <_io.BufferedWriter>" and `skiplock dev` ended in a
+    traceback (seen in test_package while the demo's jobs were logging). A write that arrives
+    during another waits, and is written once the interrupted line is complete.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._busy = False
+        self._pending: list[str] = []
+
+    def write(self, text: str) -> int:
+        if self._busy:  # called from a signal handler that interrupted a write
+            self._pending.append(text)
+            return len(text)
+        self._busy = True
+        try:
+            self.stream.write(text)
+            if text.endswith("\n"):  # print() writes a line's text and its newline separately
+                self._write_pending()
+        finally:
+            self._busy = False
+        return len(text)
+
+    def _write_pending(self) -> None:
+        while self._pending:
+            self.stream.write(self._pending.pop(0))
+
+    def flush(self) -> None:
+        if not self._busy:
+            self._write_pending()
+            self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
