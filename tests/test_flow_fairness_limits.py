@@ -61,7 +61,10 @@ def test_concurrency_limit_holds_across_workers_and_a_killed_workers_slot_comes_
         db_url: str, conn: psycopg.Connection, spawn_worker: Callable[..., Any]) -> None:
     conn.execute(FLOW_RUNS)
     assert cli(["queues", "limit", "flow_limited", "--concurrency", "3"]) == 0
-    settings = {"SKIPLOCK_TASKS": TASKS, "SKIPLOCK_QUEUES": "flow_limited", "SKIPLOCK_CONCURRENCY": "4",
+    # one slot per worker: four could run four at once, so the overlap says the limit held across
+    # them (with more slots each, one worker could keep all three: it claims again as soon as its
+    # own ack frees a slot, before the others' next look)
+    settings = {"SKIPLOCK_TASKS": TASKS, "SKIPLOCK_QUEUES": "flow_limited", "SKIPLOCK_CONCURRENCY": "1",
                 "SKIPLOCK_LEASE_SECONDS": "2", "SKIPLOCK_REAPER_INTERVAL": "0.2"}
     workers = [spawn_worker(**settings) for _ in range(4)]
     enqueue_many([{"queue": "flow_limited", "payload": {"sleep": 0.03}} for _ in range(120)])
@@ -185,3 +188,9 @@ def test_a_worker_includes_a_limited_queue_at_most_every_interval_or_once_its_ow
     now[0] += LIMITED_CLAIM_INTERVAL
     assert flow.claim_options(conn, queues)["limited"] == {"gate_limited"}
     assert flow.claim_options(conn, ["gate_free"])["limited"] == set()  # a lane without it never names it
+
+    # the listener's claim does not re-read which queues are limited; the claim loop's next claim does
+    limits.set_limit(conn, "gate_free", concurrency=None, rate=10.0)
+    now[0] += limits.REFRESH_SECONDS
+    assert flow.claim_options(conn, queues, refresh=False)["limited"] == {"gate_limited"}
+    assert flow.claim_options(conn, queues)["limited"] == {"gate_free"}  # gate_limited: too soon again

@@ -52,9 +52,13 @@ class WorkerFlow:
         limits.apply_task_limits(conn, list(self.tasks.values()))
         self.limits.refresh(conn, force=True)
 
-    def claim_options(self, conn: psycopg.Connection, queues: Sequence[str]) -> dict[str, Any]:
-        """core.claim's flow-control keywords for one claim of `queues`."""
-        limited = self.limits.refresh(conn)
+    def claim_options(self, conn: psycopg.Connection, queues: Sequence[str], refresh: bool = True) -> dict[str, Any]:
+        """core.claim's flow-control keywords for one claim of `queues`.
+
+        Without `refresh` the view of which queues are limited is not re-read (a query) first: the
+        listener's claim on a NOTIFY skips it (the claim loop refreshes it right after). A stale view
+        never over-claims: a queue limited since is left out of the claim (see LimitsView)."""
+        limited = self.limits.refresh(conn) if refresh else self.limits.limited
         with self._lock:
             after = [self._tenant_after.get(q) for q in queues]
             included = self._limited_due(limited & set(queues))

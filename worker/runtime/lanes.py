@@ -9,7 +9,8 @@ the two kinds have different slot counts and handler times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from skiplock.core.config import Settings
 from skiplock.core.registry import Task
@@ -30,6 +31,8 @@ class Lane:
     sizing: ClaimSizing
     plan: tuple[int, int] = (0, 1)  # (capacity, threshold) from sizing.plan(), re-planned per turn
     held: int = 0  # claimed and not finished: running or waiting for a slot
+    # held while claiming for this lane: the claim loop, or the listener for an idle lane on a NOTIFY
+    claiming: threading.Lock = field(default_factory=threading.Lock)
 
 
 def build_lanes(settings: Settings, tasks: dict[str, Task], queues: list[str],
