@@ -97,19 +97,3 @@ def test_an_idle_workers_pickup_is_claimed_on_its_listener_connection(
         if "skiplock_limit_allowances" in seen[-1]:
             break
     assert any("skiplock_limit_allowances" in q for q in seen), seen
-
-
-def test_a_claiming_connection_is_warmed_with_the_claim_prepared_and_nothing_claimed(
-        db_url: str, conn: psycopg.Connection) -> None:
-    """Worker._setup_claim_connection (the claim pool's and the listener's): the claim statement is a
-    prepared statement before the first job, and the warm-up claims roll back."""
-    worker = _worker("warm")
-    job = enqueue("warm", {"n": 1})
-    with psycopg.connect(db_url, autocommit=True) as claiming:
-        worker._setup_claim_connection(claiming)
-        prepared = scalar(claiming, "SELECT count(*) FROM pg_prepared_statements "
-                                    "WHERE statement LIKE '%%skiplock_limit_allowances%%'")
-        assert prepared == 1
-        assert scalar(claiming, "SELECT current_setting('synchronous_commit')") == "off"
-    assert conn.execute("SELECT status, attempts, worker_id FROM jobs WHERE id = %s", (job,)).fetchone() == (
-        "queued", 0, None)

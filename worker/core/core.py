@@ -96,7 +96,6 @@ def claim(
     versions: Sequence[int] | None = None,
     limited: Collection[str] | None = None,
     tenant_after: Sequence[str | None] | None = None,
-    warm_up: bool = False,
 ) -> list[ClaimedJob]:
     """queued -> running for up to `limit` ready jobs of `queues` (paused queues skipped).
 
@@ -110,10 +109,8 @@ def claim(
     Limited queues are decided in the same one statement (skiplock_limit_allowances, migration
     018, locks their queue_limits rows); a limited queue the caller did not name is left out of
     this claim, never claimed past its limit.
-    `warm_up` runs the statement even with a limit of 0 (it then claims nothing): a worker's
-    claiming connections prepare and plan it before their first job (Worker._setup_claim_connection).
     """
-    if (limit <= 0 and not warm_up) or not queues:
+    if limit <= 0 or not queues:
         return []
     if not with_context:
         if not payload_as_text:

@@ -243,7 +243,7 @@ class Worker:
         # a session setting would leak to other clients' transactions, so there claims stay
         # synchronous and JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
-                                    configure=self._setup_claim_connection if prepared_statements() else None)
+                                    configure=_claims_commit_async if prepared_statements() else None)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
@@ -284,7 +284,7 @@ class Worker:
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
                                  on_connect=self._waiting.forget, on_taken=self._waiting.taken,
                                  on_notify=self._claim_on_notify,
-                                 configure=self._setup_claim_connection if prepared_statements() else None)
+                                 configure=_claims_commit_async if prepared_statements() else None)
         self.listener.start()
         for target, args, name in ((self.acker.run, (self._acker_done,), "skiplock-acker"),
                                    (self.heartbeat.run, (self.settings.effective_heartbeat, self._acker_done),
@@ -426,30 +426,6 @@ class Worker:
             finally:
                 lane.claiming.release()
         return started_sync
-
-    def _setup_claim_connection(self, conn: psycopg.Connection) -> None:
-        """A connection that claims (the claim loop's, the listener's): its session settings, then
-        each lane's claim statement run CLAIM_WARM_UP_RUNS times with a limit of 0, so the statement
-        is prepared and its plan settled before the first job, and nothing is claimed.
-
-        psycopg prepares a statement on its sixth run on a connection, and PostgreSQL then plans it
-        afresh for its first five runs as a prepared statement (~1.4 ms each for the claim) before it
-        settles on a plan. Measured before this: the first 10 idle pickups after a worker started took
-        2-14 ms, enough to set the p99 of 300 (4.7-6.8 ms with them, 2.2-3.8 ms without).
-        """
-        _claims_commit_async(conn)
-        try:
-            for lane in self.lanes:
-                for _ in range(CLAIM_WARM_UP_RUNS):
-                    # limit 0: the whole statement runs and claims nothing. Not a claim rolled back:
-                    # psycopg forgets every prepared statement of a connection at a rollback.
-                    core.claim(conn, self.worker_id, lane.queues, lane.leases, 0, payload_as_text=True,
-                               with_context=self._wants_context, warm_up=True,
-                               **self.flow.claim_options(conn, lane.queues, refresh=False))
-        except psycopg.Error as exc:
-            if is_connection_error(exc):
-                raise
-            log.warning("could not warm up the claim statement (%s); the first claims plan it", exc)
 
     def _claim(self, lane: Lane, limit: int, notify_conn: psycopg.Connection | None = None) -> list[core.ClaimedJob]:
         """Claim up to `limit` jobs for `lane` on the claim loop's connection (or the listener's)."""
@@ -757,7 +733,6 @@ class Worker:
 
 
 NOTIFY_CLAIM_WAIT_SECONDS = 0.05  # longest the listener waits for the claim loop's claim of a lane
-CLAIM_WARM_UP_RUNS = 12  # per lane and claiming connection: prepared on the 6th, plan settled after 5 more
 
 
 def _claims_commit_async(conn: Any) -> None:

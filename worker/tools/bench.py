@@ -168,10 +168,7 @@ def skiplock_workers(url: str, processes: int, probe_port: int = 0, **settings: 
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             def ready() -> bool:
-                # a listener is ready once it has issued LISTEN (after setting up and warming its
-                # claim statement: Worker._setup_claim_connection); later its health check runs SELECT 1
-                row = conn.execute("SELECT count(*) FILTER (WHERE application_name LIKE 'skiplock-listener%%' "
-                                   "AND (query LIKE 'LISTEN%%' OR query = 'SELECT 1')), "
+                row = conn.execute("SELECT count(*) FILTER (WHERE application_name LIKE 'skiplock-listener%%'), "
                                    "count(*) FILTER (WHERE application_name LIKE 'skiplock-worker%%') "
                                    "FROM pg_stat_activity WHERE datname = current_database()").fetchone()
                 if any(p.poll() is not None for p in procs):
