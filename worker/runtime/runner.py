@@ -62,6 +62,7 @@ log = logging.getLogger("skiplock.worker")
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 ASYNC_CANCEL_SECONDS = 5.0
+NOTIFY_CLAIM_WAIT_SECONDS = 0.05  # longest the listener waits for the claim loop's claim of a lane
 # A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
 # wakes its claim loop within about this long. Registering as a waiter on each short claim would
 # make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
@@ -427,12 +428,17 @@ class Worker:
                 lane.claiming.release()
         return started_sync
 
+    def _claim_connection(self, notify_conn: psycopg.Connection | None) -> Any:
+        """The connection a claim runs on: the listener's when it claims on a NOTIFY, else the claim loop's."""
+        if notify_conn is not None:
+            return contextlib.nullcontext(notify_conn)
+        assert self.claim_pool is not None
+        return self.claim_pool.connection()
+
     def _claim(self, lane: Lane, limit: int, notify_conn: psycopg.Connection | None = None) -> list[core.ClaimedJob]:
         """Claim up to `limit` jobs for `lane` on the claim loop's connection (or the listener's)."""
         started = time.perf_counter()
-        if notify_conn is None:
-            assert self.claim_pool is not None
-        with self.claim_pool.connection() if notify_conn is None else contextlib.nullcontext(notify_conn) as conn:  # type: ignore[union-attr]
+        with self._claim_connection(notify_conn) as conn:
             jobs = core.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
                               with_context=self._wants_context,
                               **self.flow.claim_options(conn, lane.queues, refresh=notify_conn is None))
@@ -730,9 +736,6 @@ class Worker:
                 conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)
-
-
-NOTIFY_CLAIM_WAIT_SECONDS = 0.05  # longest the listener waits for the claim loop's claim of a lane
 
 
 def _claims_commit_async(conn: Any) -> None:
