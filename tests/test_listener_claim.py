@@ -83,7 +83,10 @@ def test_a_failing_notify_claim_still_wakes_the_worker_and_the_listener_goes_on(
 
 def test_an_idle_workers_pickup_is_claimed_on_its_listener_connection(
         db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
-    """End to end: after an idle pickup the listener's backend last ran the claim (pg_stat_activity)."""
+    """End to end: after an idle pickup the listener's backend last ran the claim (pg_stat_activity).
+
+    The jobs carry lock keys: a plain job is handed to the idle worker by the producer's insert
+    trigger with no claim at all (migration 020, tests/test_handoff.py)."""
     spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="noop")
     listener_query = ("SELECT query FROM pg_stat_activity WHERE datname = current_database() "
                       "AND application_name LIKE 'skiplock-listener%%'")
@@ -91,7 +94,7 @@ def test_an_idle_workers_pickup_is_claimed_on_its_listener_connection(
     seen = []
     for seq in range(5):  # the listener's 5-second health check may run between: then look again
         wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") > 0, message="the worker waiting")
-        enqueue("noop", {"seq": seq})
+        enqueue("noop", {"seq": seq}, lock_key=f"key-{seq}")
         wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, message="the job done")
         seen.append(scalar(conn, listener_query))
         if "skiplock_limit_allowances" in seen[-1]:

@@ -469,10 +469,20 @@ WORKER_DELETE = "DELETE FROM workers WHERE id = %(id)s"
 # Registers only if none of this worker's rows is left: a row still there either waits to be taken
 # or is being taken by a producer, whose NOTIFY then follows at its commit. Inserting beside a row
 # that a producer has locked would wait for that producer's transaction, however long it runs.
+# Each row also carries what the insert trigger needs to hand this worker a job (migration 020): its
+# lease and newest payload version for that queue, and its listener's key (NULL: no hand-offs).
 WAITER_REGISTER = """
-INSERT INTO queue_waiters (worker_id, queue) SELECT %(id)s, unnest(%(queues)s::text[])
+INSERT INTO queue_waiters (worker_id, queue, lease, version, listen_key)
+SELECT %(id)s, w.queue, w.lease, w.version, %(listen_key)s
+  FROM unnest(%(queues)s::text[], %(leases)s::float8[], %(versions)s::int[]) AS w(queue, lease, version)
  WHERE NOT EXISTS (SELECT 1 FROM queue_waiters w WHERE w.worker_id = %(id)s)
 ON CONFLICT DO NOTHING
+"""
+# A reconnected listener's new key, into this worker's tokens still out (a producer holding one
+# decides with the old key: a hand-off it makes may be lost, see worker/core/handoff.py).
+WAITER_REKEY = """
+UPDATE queue_waiters SET listen_key = %(listen_key)s WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM queue_waiters WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED))
 """
 # Rows a producer has locked are left to it: it deletes them at its commit.
 WAITER_UNREGISTER = """

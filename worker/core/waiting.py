@@ -27,10 +27,15 @@ class Waiting:
     """This worker's waiter rows, written only when the state changes."""
 
     def __init__(self, connection: Callable[[], contextlib.AbstractContextManager[Any]], worker_id: str,
-                 queues: list[str]) -> None:
+                 queues: list[str], leases: list[float] | None = None, versions: list[int] | None = None) -> None:
         self.connection = connection
         self.worker_id = worker_id
         self.queues = queues
+        # per queue, for a producer that hands this worker a job (migration 020)
+        self.leases = leases if leases is not None else [0.0] * len(queues)
+        self.versions = versions if versions is not None else [1] * len(queues)
+        # the listener's advisory lock key while it is connected; None: producers hand us nothing
+        self.listen_key: int | None = None
         self.registered = False
         # counts the listener's taken() calls: a NOTIFY that arrives while enter() writes may be
         # for the very token it writes, and then enter() must not believe it is registered
@@ -45,7 +50,9 @@ class Waiting:
             taken_before = self._taken
             try:
                 with self.connection() as conn:
-                    conn.execute(queries.WAITER_REGISTER, {"id": self.worker_id, "queues": self.queues})
+                    conn.execute(queries.WAITER_REGISTER, {
+                        "id": self.worker_id, "queues": self.queues, "leases": self.leases,
+                        "versions": self.versions, "listen_key": self.listen_key})
             except Exception as exc:  # no rows: no NOTIFY for us, the poll interval still finds the work
                 log.debug("could not register as a waiter: %s", exc)
                 return False
@@ -77,6 +84,14 @@ class Waiting:
         """The server may have lost the unlogged rows (a restart): register again at the next idle pass."""
         with self._lock:
             self.registered = False
+
+    def listening(self, conn: Any, key: int | None) -> None:
+        """The listener (re)connected on `conn` holding `key`: tokens from now on carry it, and so do
+        the tokens still out (their old key's session is gone, or going)."""
+        self.listen_key = key
+        self.forget()
+        if key is not None:
+            conn.execute(queries.WAITER_REKEY, {"id": self.worker_id, "listen_key": key})
 
 
 def prune_gone(conn: Any) -> int:

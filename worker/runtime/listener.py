@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from skiplock.core import handoff
 from skiplock.core.db import connect
 from skiplock.core.deadline import WATCHDOG, db_deadline
 
@@ -27,18 +28,25 @@ class Listener:
     """Runs in its own thread; call `start()` once and `stop()` at shutdown."""
 
     def __init__(self, url: str, queues: set[str], wake: Callable[[], None], app_name: str,
-                 on_connect: Callable[[], None] | None = None,
+                 on_connect: Callable[[psycopg.Connection, int | None], None] | None = None,
                  on_taken: Callable[[], None] | None = None,
                  on_notify: Callable[[psycopg.Connection], bool] | None = None,
-                 configure: Callable[[psycopg.Connection], None] | None = None) -> None:
+                 configure: Callable[[psycopg.Connection], None] | None = None,
+                 on_handoff: Callable[[psycopg.Connection, str], bool | None] | None = None) -> None:
         self.url = url
+        # called with this connection and a hand-off NOTIFY's payload (migration 020): False when it was another
+        # worker's; True when it was ours and went to the sync lane, whose handler thread then wakes
+        # the claim loop; None when it was ours otherwise (the listener wakes the loop)
+        self.on_handoff = on_handoff
         # called with this connection for a NOTIFY about our queues, before the claim loop is
         # woken: the worker claims for an idle lane right here (see Worker._claim_on_notify)
         self.on_notify = on_notify
         self.configure = configure  # the connection's session settings for those claims
         # called for the insert trigger's NOTIFY: the producer took the waiter rows (migration 015)
         self.on_taken = on_taken
-        # called on every (re)connection: a restarted server has lost the unlogged waiter rows
+        # called on every (re)connection with this connection and the hand-off key it holds (None
+        # without on_handoff): a restarted server has lost the unlogged waiter rows, and tokens
+        # must carry the new key
         self.on_connect = on_connect
         self.queues = queues
         self.wake = wake
@@ -65,10 +73,16 @@ class Listener:
                         if self.configure is not None:
                             self.configure(conn)
                         conn.execute(f"LISTEN {CHANNEL}")
+                        key = None
+                        if self.on_handoff is not None:
+                            # listening before the key is taken: a hand-off made to this key is
+                            # committed after the LISTEN, so it is delivered here
+                            conn.execute(f"LISTEN {handoff.HANDOFF_CHANNEL}")
+                            key = handoff.take_listen_key(conn)
+                        if self.on_connect is not None:
+                            self.on_connect(conn, key)
                     self.connected.set()
                     delay = 0.1
-                    if self.on_connect is not None:
-                        self.on_connect()
                     self.wake()  # anything sent while we were not listening is lost; poll once now
                     self._listen(conn)
             except psycopg.Error as exc:
@@ -89,7 +103,11 @@ class Listener:
             # stop_after=1: the generator holds the connection's lock, and on_notify uses the
             # connection; what arrives during that claim waits in psycopg's backlog for the next turn
             ours = False
+            handed: bool | None = False
             for note in conn.notifies(timeout=1.0, stop_after=1):
+                if note.channel == handoff.HANDOFF_CHANNEL:
+                    handed = self._handoff(conn, note.payload)
+                    continue
                 # "" is the insert trigger's "some queue has new work" (migrations 014, 015); a
                 # queue's own name comes from retry, run-now and resume
                 if note.payload == "":
@@ -98,8 +116,10 @@ class Listener:
                     ours = True
                 elif note.payload in self.queues:
                     ours = True
-            # on_notify True: it started jobs, and their start wakes the claim loop instead
-            if ours and not (self.on_notify is not None and self._notify_claim(conn)):
+            # on_notify True: it started jobs, and their start wakes the claim loop instead; a job
+            # handed to us outside the sync lane (handed None) has no handler thread to do that
+            claimed = ours and self.on_notify is not None and self._notify_claim(conn)
+            if (ours and not claimed) or handed is None:
                 self.wake()
             if time.monotonic() - last_check >= HEALTH_CHECK_SECONDS:
                 # raises if the server or the network is gone; the deadline covers a silent network,
@@ -107,6 +127,25 @@ class Listener:
                 with WATCHDOG.guard(conn, self.deadline):
                     conn.execute("SELECT 1")
                 last_check = time.monotonic()
+
+    def _handoff(self, conn: psycopg.Connection, payload: str) -> bool | None:
+        """A hand-off NOTIFY: True when it was ours and a handler thread starts it, None when it was ours
+        otherwise (the claim loop must be woken here), False when it was another worker's.
+        on_handoff guards its own use of `conn` with the deadline: it rarely has any (tracing), and
+        arming the watchdog would wake its thread, competing with the handler's start."""
+        assert self.on_handoff is not None
+        try:
+            started = self.on_handoff(conn, payload)
+        except psycopg.Error:
+            raise  # the connection is reconnected; the job's release follows (Worker._listening)
+        except Exception:
+            # the job stays ours in the database with nobody running it: the reconnect path's
+            # release is not coming, so the reaper returns it when its lease ends
+            log.exception("could not start a handed-off job; its lease will expire")
+            return None
+        if started is not False and self.on_taken is not None:
+            self.on_taken()  # the producer took our tokens with it
+        return started
 
     def _notify_claim(self, conn: psycopg.Connection) -> bool:
         """Run on_notify under the deadline. A database error goes up (the connection is reconnected);

@@ -33,9 +33,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock import hooks
-from skiplock.core import cancel, core, queries, tracing
+from skiplock.core import cancel, core, handoff, queries, tracing
 from skiplock.core.config import Settings
 from skiplock.core.db import describe_db_error, is_connection_error, make_pool, prepared_statements
+from skiplock.core.deadline import WATCHDOG
 from skiplock.core.error_summary import headline
 from skiplock.core.errors import ConfigError, SchemaMissing
 from skiplock.core.registry import REGISTRY, JobContext, Registry, Task
@@ -63,6 +64,11 @@ WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 ASYNC_CANCEL_SECONDS = 5.0
 NOTIFY_CLAIM_WAIT_SECONDS = 0.05  # longest the listener waits for the claim loop's claim of a lane
+# After a listener reconnect, how long and how often to look for jobs handed to the lost connection:
+# long enough for a producer's transaction that took one of our old tokens to commit.
+LOST_HANDOFF_WINDOW_SECONDS = 60.0
+LOST_HANDOFF_CHECK_SECONDS = 2.0
+UNRECEIVED_WAIT_SECONDS = 5.0  # at a stop, how long to wait for a producer holding one of our tokens
 # A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
 # wakes its claim loop within about this long. Registering as a waiter on each short claim would
 # make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
@@ -137,7 +143,11 @@ class Worker:
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
         # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
-        self._waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues))
+        self._waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues), self.leases,
+                                [self.tasks[q].version for q in self.queues])
+        # after a listener reconnect, until this monotonic time: look for hand-offs lost with the old
+        # connection (see _release_lost_handoffs)
+        self._lost_handoffs_until = 0.0
         self._lock = threading.Lock()
         # The ack, the heartbeat and the shutdown release lock the same running rows from different
         # connections, in different orders: concurrently they deadlock (PostgreSQL aborts one
@@ -283,9 +293,10 @@ class Worker:
     def _start_threads(self) -> None:
         self.listener = Listener(self.settings.session_url, set(self.queues), self.wake,
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
-                                 on_connect=self._waiting.forget, on_taken=self._waiting.taken,
+                                 on_connect=self._listening, on_taken=self._waiting.taken,
                                  on_notify=self._claim_on_notify,
-                                 configure=_claims_commit_async if prepared_statements() else None)
+                                 configure=_claims_commit_async if prepared_statements() else None,
+                                 on_handoff=self._on_handoff)
         self.listener.start()
         for target, args, name in ((self.acker.run, (self._acker_done,), "skiplock-acker"),
                                    (self.heartbeat.run, (self.settings.effective_heartbeat, self._acker_done),
@@ -326,6 +337,7 @@ class Worker:
             ("latency-fold", fold, 600.0),
             ("recurring", recurring.tick, POLL_SECONDS),  # recurring slots, enqueued once each
             ("pruner", Pruner(pool, self.settings).run_once, PRUNE_SECONDS),
+            ("lost-handoffs", self._release_lost_handoffs, LOST_HANDOFF_CHECK_SECONDS),
             ("recurring-slots-prune", recurring.prune_slots, PRUNE_SECONDS),
         ]
         if self.settings.history == HistoryMode.PARTITIONED:
@@ -427,6 +439,52 @@ class Worker:
             finally:
                 lane.claiming.release()
         return started_sync
+
+    def _listening(self, conn: psycopg.Connection, key: int | None) -> None:
+        """The listener (re)connected holding hand-off key `key`: our tokens carry it from now on.
+
+        On a reconnect, a producer may have handed us a job whose NOTIFY went to the lost connection:
+        look for such jobs for a while (a producer holding one of our old tokens may commit later)."""
+        if self.listener is not None and self.listener.reconnects > 0:
+            self._lost_handoffs_until = time.monotonic() + LOST_HANDOFF_WINDOW_SECONDS
+        self._waiting.listening(conn, key)
+
+    def _on_handoff(self, conn: psycopg.Connection, payload: str) -> bool | None:
+        """A producer's hand-off (migration 020): start the job it claimed for us, with no claim.
+
+        False: another worker's. True: started in the sync lane (its handler thread wakes the claim
+        loop, which claims what else is there and registers as a waiter again). None: ours otherwise."""
+        worker_id, job = handoff.parse(payload)
+        if worker_id != self.worker_id:
+            return False
+        self.counters.handed_off += 1
+        if tracing.enabled():  # the enqueue span's context, for the run span's link
+            with WATCHDOG.guard(conn, self.listener.deadline if self.listener else 0.0):
+                tracing.remember_contexts(conn, [job.id])
+        if self._stopped_claiming.is_set():
+            self._release([job.id])  # too late to start it: back to its queue, the run not counted
+            return None
+        lane = self._lane_of[job.queue]
+        if lane.kind == ASYNC:
+            self._start_jobs(lane, [job])
+            return None
+        self._wake_on_start = True
+        self._start_jobs(lane, [job])
+        return True
+
+    def _release_lost_handoffs(self) -> None:
+        """Within the window after a listener reconnect: release jobs handed to us and never received."""
+        if time.monotonic() >= self._lost_handoffs_until:
+            return
+        assert self.pool is not None
+        with self._lock:
+            known = [*self.held.running, *self.held.unacked]
+        with self._row_writes, self.pool.connection() as conn:
+            released = handoff.release_lost(conn, self.worker_id, known)
+        if released:
+            log.warning("released %d job(s) handed to this worker whose NOTIFY was lost with the listener's "
+                        "connection: %s", len(released), ",".join(str(job_id) for job_id, _ in released))
+            self.wake()
 
     def _claim_connection(self, notify_conn: psycopg.Connection | None) -> Any:
         """The connection a claim runs on: the listener's when it claims on a NOTIFY, else the claim loop's."""
@@ -657,6 +715,7 @@ class Worker:
             self.health.stop()
         if self.listener:
             self.listener.stop()
+            self._release_unreceived()
         self._delete_worker_row()
         for _ in self._handlers:
             self._jobs.put(None)  # idle handler threads end; busy ones are daemons (see below)
@@ -723,6 +782,22 @@ class Worker:
         except Exception as exc:
             log.warning("could not release %d job(s) (%s); the reaper will return them after their lease",
                         len(ids), first_line(str(exc)))
+
+    def _release_unreceived(self) -> None:
+        """At the end: a producer may have handed us a job the stopped listener never read."""
+        assert self.pool is not None
+        with self._lock:
+            known = [*self.held.running, *self.held.unacked]
+        try:
+            with self._row_writes, self.pool.connection() as conn:
+                released = handoff.release_unreceived(conn, self.worker_id, known, UNRECEIVED_WAIT_SECONDS)
+        except Exception as exc:
+            log.warning("could not look for unreceived hand-offs (%s); the reaper returns any after their lease",
+                        first_line(str(exc)))
+            return
+        if released:
+            log.info("released %d job(s) handed to this worker as it stopped: %s", len(released),
+                     ",".join(str(job_id) for job_id, _ in released))
 
     def _pool_connection(self) -> Any:
         assert self.pool is not None

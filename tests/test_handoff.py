@@ -1,0 +1,237 @@
+"""The producer's insert trigger hands a new job straight to an idle worker (migration 020).
+
+In the database: a waiter token with a live listener key gets the job claimed for it in the
+producer's transaction, and the NOTIFY carries it; every case a claim would refuse, or a dead
+listener, gets no hand-off and 015's plain NOTIFY. End to end: real worker processes, jobs
+enqueued through the public API and by plain SQL, a hand-off lost with a killed listener
+connection, and a worker stopped while a producer holds its token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from skiplock import enqueue
+from skiplock.core import core, handoff
+from skiplock.core.limits import set_limit
+from skiplock.core.waiting import Waiting
+from tests.helpers import scalar, wait_for
+
+LEASE = 45.0
+
+
+class FakeListener:
+    """A real connection doing what a worker's listener does: LISTEN on both channels, hold a key."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("LISTEN skiplock_jobs")
+        self.conn.execute(f"LISTEN {handoff.HANDOFF_CHANNEL}")
+        self.key = handoff.take_listen_key(self.conn)
+
+    def notes(self) -> list[tuple[str, str]]:
+        return [(n.channel, n.payload) for n in self.conn.notifies(timeout=0.5)]
+
+
+@pytest.fixture
+def listener(db_url: str) -> Iterator[FakeListener]:
+    fake = FakeListener(db_url)
+    yield fake
+    fake.conn.close()
+
+
+def _register(db_url: str, worker_id: str, queues: list[str], key: int | None, version: int = 1) -> None:
+    waiting = Waiting(lambda: psycopg.connect(db_url, autocommit=True), worker_id, queues,
+                      [LEASE] * len(queues), [version] * len(queues))
+    waiting.listen_key = key
+    assert waiting.enter()
+
+
+def test_a_new_job_is_claimed_for_the_waiting_worker_and_sent_in_the_notify(
+        db_url: str, conn: psycopg.Connection, listener: FakeListener) -> None:
+    _register(db_url, "w1", ["ho", "other"], listener.key)
+    job_id = enqueue("ho", {"n": 1, "text": "line one\nline two"}, tenant="acme")
+
+    status, worker, attempts, lease = conn.execute(
+        "SELECT status, worker_id, attempts, extract(epoch FROM lease_until - started_at) FROM jobs WHERE id = %s",
+        (job_id,)).fetchone()
+    assert (status, worker, attempts, float(lease)) == ("running", "w1", 1, LEASE)
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0  # both of w1's tokens taken
+    [(channel, payload)] = listener.notes()  # no '' as well: no other worker's token was taken
+    assert channel == handoff.HANDOFF_CHANNEL
+    worker_id, job = handoff.parse(payload)
+    assert worker_id == "w1"
+    assert (job.id, job.queue, job.attempts, job.tenant, job.version) == (job_id, "ho", 1, "acme", 1)
+    assert json.loads(job.payload) == {"n": 1, "text": "line one\nline two"}
+    started = scalar(conn, "SELECT started_at FROM jobs WHERE id = %s", (job_id,))
+    assert job.started_at == started and job.created_at is not None and job.run_at is not None
+
+
+def test_the_other_waiting_workers_get_the_plain_notify(db_url: str, conn: psycopg.Connection,
+                                                         listener: FakeListener) -> None:
+    _register(db_url, "w1", ["ho"], listener.key)
+    other = FakeListener(db_url)
+    try:
+        _register(db_url, "w2", ["ho"], other.key)
+        job_id = enqueue("ho", {})
+        handed_to = scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (job_id,))
+        assert handed_to == "w1"  # the longest waiting
+        assert [c for c, _ in listener.notes()] == [handoff.HANDOFF_CHANNEL, "skiplock_jobs"]
+    finally:
+        other.conn.close()
+
+
+def _not_handed(conn: psycopg.Connection, listener: FakeListener, job_id: int) -> None:
+    assert scalar(conn, "SELECT status FROM jobs WHERE id = %s", (job_id,)) == "queued"
+    assert listener.notes() == [("skiplock_jobs", "")]  # 015's NOTIFY: the worker claims
+
+
+@pytest.mark.parametrize("case", ["paused", "limited", "lock_key", "scheduled", "newer_version", "big_payload"])
+def test_a_job_a_claim_would_not_take_now_is_not_handed(db_url: str, conn: psycopg.Connection,
+                                                        listener: FakeListener, case: str) -> None:
+    _register(db_url, "w1", ["ho"], listener.key)
+    options: dict[str, Any] = {}
+    payload: Any = {}
+    if case == "paused":
+        core.pause_queue(conn, "ho", "test")
+    elif case == "limited":
+        set_limit(conn, "ho", concurrency=1, rate=None)
+    elif case == "lock_key":
+        options["lock_key"] = "account-7"
+    elif case == "scheduled":
+        options["delay"] = 60
+    elif case == "newer_version":
+        options["version"] = 2  # the worker's token says it runs version 1
+    elif case == "big_payload":
+        payload = {"blob": "x" * 7100}  # a NOTIFY's payload must stay under 8000 bytes
+    job_id = enqueue("ho", payload, **options)
+    _not_handed(conn, listener, job_id)
+
+
+def test_a_dead_listener_or_an_old_token_gets_no_job(db_url: str, conn: psycopg.Connection,
+                                                     listener: FakeListener) -> None:
+    gone = FakeListener(db_url)
+    dead_key = gone.key
+    gone.conn.close()  # its session's lock is released: nobody would read the NOTIFY
+    _register(db_url, "w1", ["ho"], dead_key)
+    _not_handed(conn, listener, enqueue("ho", {}))
+    _register(db_url, "w1", ["ho"], None)  # a worker without a listener key (an older worker)
+    _not_handed(conn, listener, enqueue("ho", {}))
+
+
+def test_a_job_this_transaction_did_not_insert_is_not_handed(db_url: str, conn: psycopg.Connection,
+                                                             listener: FakeListener) -> None:
+    """The session's last id is an older committed job: handing it would hold it in this transaction."""
+    with psycopg.connect(db_url) as producer:
+        old = enqueue("ho", {}, conn=producer)
+        producer.commit()
+        listener.notes()
+        _register(db_url, "w1", ["ho"], listener.key)
+        # a job with its own id: currval still names `old`, which this transaction did not insert
+        producer.execute("INSERT INTO jobs (id, queue, payload) VALUES (1000000, 'ho', '{}')")
+        producer.commit()
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 2, old
+    assert listener.notes() == [("skiplock_jobs", "")]
+
+
+def test_a_rolled_back_hand_off_leaves_nothing(db_url: str, conn: psycopg.Connection,
+                                               listener: FakeListener) -> None:
+    _register(db_url, "w1", ["ho"], listener.key)
+    with psycopg.connect(db_url) as producer:
+        job_id = enqueue("ho", {}, conn=producer)
+        assert producer.execute("SELECT worker_id FROM jobs WHERE id = %s", (job_id,)).fetchone() == ("w1",)
+        producer.rollback()
+        # in a savepoint that rolls back: the job, the hand-off, the token's deletion and the
+        # NOTIFY all go with it
+        with producer.transaction(), pytest.raises(RuntimeError), producer.transaction():
+            enqueue("ho", {}, conn=producer)
+            raise RuntimeError("the business step failed")
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+    assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 1  # the token is still out
+    assert listener.notes() == []
+
+
+def test_repeatable_read_producers_only_notify(db_url: str, conn: psycopg.Connection,
+                                               listener: FakeListener) -> None:
+    _register(db_url, "w1", ["ho"], listener.key)
+    with psycopg.connect(db_url) as producer:
+        producer.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        job_id = enqueue("ho", {}, conn=producer)
+    _not_handed(conn, listener, job_id)
+
+
+# ---- real workers ---------------------------------------------------------------------------------
+
+def _keyed_tokens(conn: psycopg.Connection) -> int:
+    return int(scalar(conn, "SELECT count(*) FROM queue_waiters WHERE listen_key IS NOT NULL"))
+
+
+def _listener_backend(conn: psycopg.Connection) -> int:
+    return int(scalar(conn, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND application_name LIKE 'skiplock-listener%%'"))
+
+
+def _effects(conn: psycopg.Connection, job_id: int) -> list[tuple[int, int]]:
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT attempt, pid FROM test_effects WHERE job_id = %s ORDER BY attempt", (job_id,)).fetchall()]
+
+
+def test_a_real_worker_runs_jobs_handed_by_enqueue_and_by_plain_sql(
+        db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
+    worker = spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="t1")
+    for producer_kind in ("enqueue", "sql"):
+        wait_for(lambda: _keyed_tokens(conn) > 0, message="the idle worker's token with its listener key")
+        with psycopg.connect(db_url) as producer:
+            if producer_kind == "enqueue":
+                job_id = enqueue("t1", {"kind": producer_kind}, conn=producer)
+            else:  # the documented INSERT, from any language
+                job_id = producer.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', %s) RETURNING id",
+                                          (json.dumps({"kind": producer_kind}),)).fetchone()[0]
+            # claimed for the worker before the producer commits: nothing else could have claimed it
+            status, worker_id = producer.execute("SELECT status, worker_id FROM jobs WHERE id = %s",
+                                                 (job_id,)).fetchone()
+            assert status == "running" and worker_id.split(":")[1] == str(worker.pid)
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, message="the handed job done")
+        assert _effects(conn, job_id) == [(1, worker.pid)]
+
+
+def test_a_hand_off_lost_with_the_listeners_connection_is_released_and_runs_once(
+        db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
+    worker = spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="t1")
+    wait_for(lambda: _keyed_tokens(conn) > 0, message="the idle worker's token")
+    old_listener = _listener_backend(conn)
+    with psycopg.connect(db_url) as producer:
+        job_id = enqueue("t1", {}, conn=producer)
+        assert producer.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone() == ("running",)
+        # the listener's connection dies after the producer's check: its NOTIFY reaches nobody
+        conn.execute("SELECT pg_terminate_backend(%s)", (old_listener,))
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                (old_listener,)) == 0, message="the old listener backend gone")
+    # the worker reconnects, finds a job of its own it never received, and releases it with its
+    # attempt not counted; then it claims and runs it: one run, attempt 1
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60,
+             message="the lost hand-off released and run")
+    assert _effects(conn, job_id) == [(1, worker.pid)]
+    assert "whose NOTIFY was lost" in worker.log()
+
+
+def test_a_worker_stopping_while_a_producer_holds_its_token_leaves_no_job_behind(
+        db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
+    worker = spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="t1")
+    wait_for(lambda: _keyed_tokens(conn) > 0, message="the idle worker's token")
+    with psycopg.connect(db_url) as producer:
+        job_id = enqueue("t1", {}, conn=producer)  # handed to the worker, not committed yet
+        worker.proc.send_signal(15)  # SIGTERM: a clean stop begins
+        # the worker's stop waits for nothing of this job: it is not the worker's until the commit
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                      "AND application_name LIKE 'skiplock-listener%%'") == 0,
+                 message="the listener gone")
+    assert worker.terminate() == 0
+    # whatever the order, the job is queued again, not running under a stopped worker's id
+    row = conn.execute("SELECT status, worker_id, attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == ("queued", None, 0)
