@@ -23,7 +23,7 @@
 -- In the claim's terms the hand-off is the lean claim of one job: attempts + 1, a lease from the
 -- worker's token (its lease for that queue), started_at and the lease counted from the clock, not
 -- from the transaction's start, since a producer's transaction may be long.
--- A producer role without UPDATE on jobs only loses the hand-off (it gets 015's NOTIFY).
+-- A producer role without UPDATE on jobs (or SELECT on the flow tables) only loses the hand-off.
 ALTER TABLE queue_waiters ADD COLUMN IF NOT EXISTS lease float8;      -- the worker's lease for this queue
 ALTER TABLE queue_waiters ADD COLUMN IF NOT EXISTS version int;       -- newest payload version it runs
 ALTER TABLE queue_waiters ADD COLUMN IF NOT EXISTS listen_key int;    -- its listener's advisory lock key
@@ -56,34 +56,30 @@ BEGIN
         RETURN NULL;  -- other producers hold every token: their NOTIFYs follow at their commits
     END IF;
 
+    -- One block, so that anything the producer's role may not do (UPDATE jobs, read the flow
+    -- tables) or a session that never drew an id only costs the hand-off, never the insert.
     BEGIN
         last_id := currval('jobs_id_seq');
-    EXCEPTION WHEN object_not_in_prerequisite_state THEN
-        last_id := NULL;  -- this session never drew an id (the insert gave its own)
-    END;
-    SELECT j.id, j.queue, j.version, j.payload::text AS body INTO job
-      FROM jobs j
-     WHERE j.id = last_id AND j.status = 'queued' AND j.run_at <= now() AND j.created_at = now()
-       AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
-       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
-       AND NOT EXISTS (SELECT 1 FROM queue_limits l
-                        WHERE l.queue = j.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL))
-       FOR UPDATE OF j SKIP LOCKED;
-
-    IF job.id IS NOT NULL THEN
-        FOREACH token IN ARRAY taken LOOP
-            IF token.queue = job.queue AND token.listen_key IS NOT NULL AND token.lease IS NOT NULL
-               AND coalesce(job.version, 1) <= coalesce(token.version, 1)
-               AND NOT pg_try_advisory_xact_lock(1936418927, token.listen_key) THEN
-                handed_to := token.worker_id;
-                lease := token.lease;
-                EXIT;
-            END IF;
-        END LOOP;
-    END IF;
-
-    IF handed_to IS NOT NULL THEN
-        BEGIN
+        -- no row lock needed: nobody else sees this transaction's row before it commits
+        SELECT j.id, j.queue, j.version, j.payload::text AS body INTO job
+          FROM jobs j
+         WHERE j.id = last_id AND j.status = 'queued' AND j.run_at <= now() AND j.created_at = now()
+           AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
+           AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
+           AND NOT EXISTS (SELECT 1 FROM queue_limits l
+                            WHERE l.queue = j.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL));
+        IF job.id IS NOT NULL THEN
+            FOREACH token IN ARRAY taken LOOP
+                IF token.queue = job.queue AND token.listen_key IS NOT NULL AND token.lease IS NOT NULL
+                   AND coalesce(job.version, 1) <= coalesce(token.version, 1)
+                   AND NOT pg_try_advisory_xact_lock(1936418927, token.listen_key) THEN
+                    handed_to := token.worker_id;
+                    lease := token.lease;
+                    EXIT;
+                END IF;
+            END LOOP;
+        END IF;
+        IF handed_to IS NOT NULL THEN
             WITH h AS (
                 UPDATE jobs j
                    SET status = 'running',
@@ -102,10 +98,10 @@ BEGIN
                    || E'\n' || job.body)
               INTO sent
               FROM h;
-        EXCEPTION WHEN insufficient_privilege THEN
-            handed_to := NULL;
-        END;
-    END IF;
+        END IF;
+    EXCEPTION WHEN object_not_in_prerequisite_state OR insufficient_privilege THEN
+        handed_to := NULL;  -- no id drawn in this session (the insert gave its own), or no right
+    END;
 
     IF EXISTS (SELECT 1 FROM unnest(taken) t WHERE t.worker_id IS DISTINCT FROM handed_to) THEN
         PERFORM pg_notify('skiplock_jobs', '');

@@ -10,11 +10,13 @@ connection, and a worker stopped while a producer holds its token.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 from skiplock import enqueue
 from skiplock.core import core, handoff
@@ -163,6 +165,28 @@ def test_repeatable_read_producers_only_notify(db_url: str, conn: psycopg.Connec
         producer.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         job_id = enqueue("ho", {}, conn=producer)
     _not_handed(conn, listener, job_id)
+
+
+def test_a_producer_role_without_update_on_jobs_still_enqueues(db_url: str, conn: psycopg.Connection,
+                                                              listener: FakeListener) -> None:
+    """A least-privilege producer (INSERT only) loses the hand-off, never its insert."""
+    role = f"skiplock_producer_{os.getpid()}"
+    conn.execute(f"DROP ROLE IF EXISTS {role}")
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        conn.execute(f"GRANT SELECT, INSERT ON jobs TO {role}")
+        conn.execute(f"GRANT USAGE ON SEQUENCE jobs_id_seq TO {role}")
+        conn.execute(f"GRANT SELECT, UPDATE, DELETE ON queue_waiters TO {role}")  # 015: taking tokens
+        conn.execute(f"GRANT SELECT ON paused_queues, queue_limits TO {role}")
+        _register(db_url, "w1", ["ho"], listener.key)
+        with psycopg.connect(conninfo.make_conninfo(db_url, user=role), autocommit=True) as producer:
+            job_id = producer.execute("INSERT INTO jobs (queue, payload) VALUES ('ho', '{}') RETURNING id").fetchone()
+        assert job_id is not None
+        _not_handed(conn, listener, job_id[0])
+    finally:
+        conn.execute(f"REASSIGN OWNED BY {role} TO CURRENT_USER")
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
 
 
 # ---- real workers ---------------------------------------------------------------------------------
