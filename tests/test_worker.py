@@ -8,6 +8,7 @@ import time
 import pytest
 
 from skiplock import enqueue, enqueue_many
+from skiplock.core.handoff import HANDOFF_LOCK_CLASS
 from tests.helpers import scalar, wait_for
 
 pytestmark = pytest.mark.slow
@@ -104,8 +105,10 @@ def test_discard_and_retry_after_and_base_exceptions(conn, spawn_worker):
 
 
 def _listener_pid(conn) -> int | None:
-    return scalar(conn, "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'skiplock-listener%%' "
-                        "AND query ILIKE 'LISTEN%%'")
+    """The listener's backend once it has listened: it then takes its hand-off key (migration 020)."""
+    return scalar(conn, "SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid "
+                        "AND l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 "
+                        "WHERE a.application_name LIKE 'skiplock-listener%%'", (HANDOFF_LOCK_CLASS,))
 
 
 def test_notify_wakes_an_idle_worker_long_before_its_poll(conn, spawn_worker):
