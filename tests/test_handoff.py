@@ -47,6 +47,12 @@ def listener(db_url: str) -> Iterator[FakeListener]:
     fake.conn.close()
 
 
+def _row(conn: psycopg.Connection, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row
+
+
 def _register(db_url: str, worker_id: str, queues: list[str], key: int | None, version: int = 1) -> None:
     waiting = Waiting(lambda: psycopg.connect(db_url, autocommit=True), worker_id, queues,
                       [LEASE] * len(queues), [version] * len(queues))
@@ -59,9 +65,9 @@ def test_a_new_job_is_claimed_for_the_waiting_worker_and_sent_in_the_notify(
     _register(db_url, "w1", ["ho", "other"], listener.key)
     job_id = enqueue("ho", {"n": 1, "text": "line one\nline two"}, tenant="acme")
 
-    status, worker, attempts, lease = conn.execute(
-        "SELECT status, worker_id, attempts, extract(epoch FROM lease_until - started_at) FROM jobs WHERE id = %s",
-        (job_id,)).fetchone()
+    status, worker, attempts, lease = _row(conn, "SELECT status, worker_id, attempts, "
+                                                 "extract(epoch FROM lease_until - started_at) FROM jobs WHERE id = %s",
+                                           (job_id,))
     assert (status, worker, attempts, float(lease)) == ("running", "w1", 1, LEASE)
     assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0  # both of w1's tokens taken
     [(channel, payload)] = listener.notes()  # no '' as well: no other worker's token was taken
@@ -214,11 +220,10 @@ def test_a_real_worker_runs_jobs_handed_by_enqueue_and_by_plain_sql(
             if producer_kind == "enqueue":
                 job_id = enqueue("t1", {"kind": producer_kind}, conn=producer)
             else:  # the documented INSERT, from any language
-                job_id = producer.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', %s) RETURNING id",
-                                          (json.dumps({"kind": producer_kind}),)).fetchone()[0]
+                job_id = _row(producer, "INSERT INTO jobs (queue, payload) VALUES ('t1', %s) RETURNING id",
+                              (json.dumps({"kind": producer_kind}),))[0]
             # claimed for the worker before the producer commits: nothing else could have claimed it
-            status, worker_id = producer.execute("SELECT status, worker_id FROM jobs WHERE id = %s",
-                                                 (job_id,)).fetchone()
+            status, worker_id = _row(producer, "SELECT status, worker_id FROM jobs WHERE id = %s", (job_id,))
             assert status == "running" and worker_id.split(":")[1] == str(worker.pid)
         wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, message="the handed job done")
         assert _effects(conn, job_id) == [(1, worker.pid)]

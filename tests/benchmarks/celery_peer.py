@@ -207,17 +207,19 @@ def pickup_latency(jobs: int, gap: float = 0.05) -> dict[str, Any]:
     flush()
     probe = ProbeReceiver()
     committed: dict[int, float] = {}
+    called: dict[int, float] = {}
     try:
         with workers(1, "solo", 1, probe.port), app.producer_or_acquire() as producer:
             producer.channel.client.ping()
             for seq in range(jobs):
+                called[seq] = time.time()
                 bench.apply_async(kwargs={"p": seq, "t": 0}, producer=producer)
                 committed[seq] = time.time()
                 time.sleep(gap)  # pacing the producer, not synchronisation
             wait_until(lambda: len(probe.samples) >= jobs, 10, "every probe")
     finally:
         probe.close()
-    return latency_summary(probe, committed, jobs)
+    return latency_summary(probe, committed, jobs, called)
 
 
 if __name__ == "__main__":  # a quick look without compare.py: python -m tests.benchmarks.celery_peer

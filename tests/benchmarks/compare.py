@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -146,15 +147,17 @@ async def _pgq_bulk(url: str, jobs: int, payload: Callable[[int], bytes] | None 
     return elapsed
 
 
-async def _pgq_paced(url: str, jobs: int, gap: float) -> dict[int, float]:
+async def _pgq_paced(url: str, jobs: int, gap: float) -> tuple[dict[int, float], dict[int, float]]:
+    """(each enqueue's return, each enqueue's start): see bench.latency_summary."""
     conn, q = await _pgq_queries(url)
-    committed = {}
+    committed, called = {}, {}
     for seq in range(jobs):
+        called[seq] = time.time()
         await q.enqueue("bench", json.dumps({"p": seq, "t": 0}).encode())
         committed[seq] = time.time()
         await asyncio.sleep(gap)
     await conn.close()
-    return committed
+    return committed, called
 
 
 async def _proc_run(url: str, body: Callable[[Any], Any]) -> Any:
@@ -276,12 +279,12 @@ class PgQueuer(System):
         procs = peer_procs("pgqueuer", url, 1, self.batch, probe.port)
         try:
             wait_backends(url, 1, procs)
-            committed = asyncio.run(_pgq_paced(url, s["latency"], 0.05))
+            committed, called = asyncio.run(_pgq_paced(url, s["latency"], 0.05))
             wait_until(lambda: len(probe.samples) >= len(committed), 10, "every probe")
         finally:
             stop(procs)
             probe.close()
-        return _latency(committed, probe.samples)
+        return _latency(committed, probe.samples, called)
 
     def steady(self, url: str, s: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any] | None:
         if self.batch != 50:
@@ -542,10 +545,9 @@ def _rate(jobs: int, seconds: float) -> dict[str, Any]:
     return {"jobs": jobs, "seconds": seconds, "jobs_per_s": jobs / seconds}
 
 
-def _latency(committed: dict[int, float], samples: dict[int, tuple[float, float]]) -> dict[str, Any]:
-    lat = [(samples[s][1] - committed[s]) * 1000 for s in committed if s in samples]
-    return {"jobs": len(committed), "received": len(lat), "p50_ms": percentile(lat, 50),
-            "p99_ms": percentile(lat, 99), "max_ms": max(lat)}
+def _latency(committed: dict[int, float], samples: dict[int, tuple[float, float]],
+             called: dict[int, float] | None = None) -> dict[str, Any]:
+    return bench.latency_summary(SimpleNamespace(samples=samples), committed, len(committed), called)
 
 
 def _check_empty(url: str, strict: bool = True) -> int:
@@ -567,7 +569,7 @@ TITLES = {
     "bulk": "2. bulk enqueue (jobs/s)",
     "drain_w1": "3. drain no-op jobs, 1 process (jobs/s)",
     "drain_w2": "3. drain no-op jobs, 2 processes (jobs/s)",
-    "latency": "4. idle pickup latency, commit -> handler start (ms)",
+    "latency": "4. idle pickup latency, producer's call returns -> handler start (ms)",
     "recipe": "5. seed recipe: 32 slots, batch 50, 2-5 ms handlers (jobs/s)",
     "steady": "6. steady state at half capacity, end-to-end (ms)",
     "drain_async": "7. async drain, handlers await 10 ms, 200 in flight, 1 process (jobs/s)",

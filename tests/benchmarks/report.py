@@ -17,7 +17,7 @@ def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
 
 
 def _cell(reps: list[dict[str, Any]] | None, key: str, digits: int = 0) -> str:
-    if not reps:
+    if not reps or any(key not in r for r in reps):  # not measured for this system
         return "-"
     med, lo, hi = _stat(reps, key)
     if len(reps) == 1:
@@ -135,6 +135,11 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
             for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
                 cells = [_cell(by_system.get(s), key, 2) for s in present]
                 lines.append(f"| {title.replace('(ms)', f'{label} (ms)')} | " + " | ".join(cells) + " |")
+            if workload == "latency":  # the same pickups from the call's start (bench.latency_summary)
+                for key, label in (("p50_call_ms", "p50"), ("p99_call_ms", "p99")):
+                    cells = [_cell(by_system.get(s), key, 2) for s in present]
+                    lines.append(f"| 4. idle pickup latency, producer's call starts -> handler start {label} (ms) | "
+                                 + " | ".join(cells) + " |")
         else:
             lines.append(f"| {title} | " + " | ".join(_cell(by_system.get(s), "jobs_per_s") for s in present) + " |")
     recipe = results.get("recipe", {}).get("skiplock")
