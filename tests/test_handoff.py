@@ -211,17 +211,19 @@ def _effects(conn: psycopg.Connection, job_id: int) -> list[tuple[int, int]]:
         "SELECT attempt, pid FROM test_effects WHERE job_id = %s ORDER BY attempt", (job_id,)).fetchall()]
 
 
+@pytest.mark.parametrize("queue", ["t1", "aeffect"])  # a thread handler, an `async def` handler
 def test_a_real_worker_runs_jobs_handed_by_enqueue_and_by_plain_sql(
-        db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
-    worker = spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="t1")
+        db_url: str, conn: psycopg.Connection, spawn_worker: Any, queue: str) -> None:
+    tasks = "tests.handlers" if queue == "t1" else "tests.async_handlers"
+    worker = spawn_worker(SKIPLOCK_TASKS=tasks, SKIPLOCK_QUEUES=queue)
     for producer_kind in ("enqueue", "sql"):
         wait_for(lambda: _keyed_tokens(conn) > 0, message="the idle worker's token with its listener key")
         with psycopg.connect(db_url) as producer:
             if producer_kind == "enqueue":
-                job_id = enqueue("t1", {"kind": producer_kind}, conn=producer)
+                job_id = enqueue(queue, {"kind": producer_kind}, conn=producer)
             else:  # the documented INSERT, from any language
-                job_id = _row(producer, "INSERT INTO jobs (queue, payload) VALUES ('t1', %s) RETURNING id",
-                              (json.dumps({"kind": producer_kind}),))[0]
+                job_id = _row(producer, "INSERT INTO jobs (queue, payload) VALUES (%s, %s) RETURNING id",
+                              (queue, json.dumps({"kind": producer_kind})))[0]
             # claimed for the worker before the producer commits: nothing else could have claimed it
             status, worker_id = _row(producer, "SELECT status, worker_id FROM jobs WHERE id = %s", (job_id,))
             assert status == "running" and worker_id.split(":")[1] == str(worker.pid)
