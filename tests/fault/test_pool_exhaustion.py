@@ -1,7 +1,7 @@
 """Scenario 5, pool_exhaustion: far more handler threads than pool connections.
 
-Acks, heartbeats, the reaper and the worker registry all share a 3-connection pool (claims have
-their own connection) while
+Acks and heartbeats share one connection, the reaper and the worker registry a pool of two (3 in
+all, the least SKIPLOCK_POOL_SIZE gives; claims have their own connection) while
 32 handlers per process finish jobs. Work must continue and PostgreSQL must report no deadlock.
 """
 

@@ -84,6 +84,30 @@ def claim_session(conn: psycopg.Connection) -> None:
     conn.execute("SET enable_bitmapscan = off")
 
 
+def row_writes_session(conn: psycopg.Connection) -> None:
+    """Session settings for the connection that writes a worker's own rows by id: ack batches (with
+    their attempt history and snoozes), heartbeats and the shutdown release (queries._own_rows).
+
+    A generic plan, always. psycopg prepares a statement on its 6th run on a connection; PostgreSQL
+    then plans it for each call's values 5 times, and after that whenever such a custom plan is
+    estimated cheaper than the generic one, as an ack of a few jobs is (the generic plan counts on
+    10 ids per array). Every pooled connection planned the ack ~11 times before settling: 77-88 plans
+    in 160-320 acks of a 20,000-job drain of two workers (pg_stat_statements, issue 19), 0.7-1.9 ms
+    each against 1.7-2.4 ms of execution. These statements find each row by a probe per id whatever
+    the values, so a plan made for the values buys nothing.
+
+    No sequential scans. A plan kept for the connection's life must not depend on how big jobs
+    was when it was made. Made while jobs was nearly empty (a vacuum between bursts), the cheapest
+    plan scans it for every id, and keeps scanning once a backlog arrives until the next ANALYZE:
+    PostgreSQL's own choice settled on such a plan after 60 single-job acks, and a burst of 20,000
+    after them drained at 700-2,100 jobs/s, an ack taking up to 3.8 s (6,100-7,200 jobs/s with these
+    settings). With sequential scans off only the probes by primary key and by ctid are left, at any
+    size (tests/test_ack_plan.py).
+    """
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("SET enable_seqscan = off")
+
+
 def claim(
     conn: psycopg.Connection,
     worker_id: str,

@@ -139,6 +139,7 @@ class Worker:
         self.health: Any = None  # skiplock.runtime.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
         self.claim_pool: ConnectionPool | None = None  # the claim loop's own connection (see run())
+        self.rows_pool: ConnectionPool | None = None  # acks, heartbeats and the release (see run())
         self._stop = threading.Event()
         self._stopped_claiming = threading.Event()
         self._wake = threading.Event()
@@ -168,10 +169,10 @@ class Worker:
         self.async_loop: AsyncHandlerLoop | None = None
         if any(lane.kind == ASYNC for lane in self.lanes):
             self.async_loop = AsyncHandlerLoop(settings.async_concurrency, self._execute_async)
-        self.acker = Acker(self._pool_connection, self.worker_id, self.held, self._row_writes, self.counters,
+        self.acker = Acker(self._rows_connection, self.worker_id, self.held, self._row_writes, self.counters,
                            self.latency, batch=settings.ack_batch, interval=settings.ack_interval,
                            history=settings.history, on_written=self._after_ack)
-        self.heartbeat = Heartbeat(self._pool_connection, self.worker_id, self.held, self._row_writes,
+        self.heartbeat = Heartbeat(self._rows_connection, self.worker_id, self.held, self._row_writes,
                                    self.counters, self._lease_for, self.async_loop)
         self._claim_backoff = 0.1
         self._wake_on_start = False  # set by _claim_on_notify: the next handler to start wakes the claim loop
@@ -241,7 +242,9 @@ class Worker:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.request_stop())
-        self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3))
+        # The pool's connections (SKIPLOCK_POOL_SIZE, at least 3): one is the row writers' (below),
+        # the rest serve the reaper, the worker registry and the other services.
+        self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3) - 1)
         self._check_schema()
         self._start_flow()
         # The claim loop's own connection, whose claims commit without waiting for their WAL flush:
@@ -255,6 +258,13 @@ class Worker:
         # synchronous and JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
                                     configure=_claims_commit_async if prepared_statements() else None)
+        # The ack, the heartbeat and the shutdown release run one at a time (_row_writes), on one
+        # connection of their own: every statement on it names rows by id, so it is planned once
+        # and without sequential scans (core.row_writes_session). Behind PgBouncer in transaction
+        # mode (prepared statements off) nothing is prepared and no session setting is made, so
+        # there each ack is planned for its own values, as every statement is.
+        self.rows_pool = make_pool(self.url, self.app_name, size=1,
+                                   configure=core.row_writes_session if prepared_statements() else None)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
@@ -723,6 +733,8 @@ class Worker:
             self.async_loop.stop()
         if self.claim_pool is not None:
             self.claim_pool.close(timeout=2.0)
+        if self.rows_pool is not None:
+            self.rows_pool.close(timeout=2.0)
         if self.pool is not None:
             self.pool.close(timeout=2.0)
         log.info("worker %s stopped: %d ok, %d retried, %d dead, %d stale acks", self.worker_id,
@@ -773,9 +785,8 @@ class Worker:
                     len(self.held.unacked))
 
     def _release(self, ids: list[int]) -> None:
-        assert self.pool is not None
         try:
-            with self._row_writes, self.pool.connection() as conn:
+            with self._row_writes, self._rows_connection() as conn:
                 released = core.release_own(conn, self.worker_id, ids)
             log.info("released %d unfinished job(s) back to their queues: %s", len(released),
                      ",".join(map(str, released)))
@@ -802,6 +813,10 @@ class Worker:
     def _pool_connection(self) -> Any:
         assert self.pool is not None
         return self.pool.connection()
+
+    def _rows_connection(self) -> Any:
+        assert self.rows_pool is not None
+        return self.rows_pool.connection()
 
     def _delete_worker_row(self) -> None:
         assert self.pool is not None
