@@ -59,18 +59,22 @@ def test_row_writes_are_planned_once_as_probes_by_id_even_on_a_nearly_empty_jobs
             assert "Index Scan using jobs_pkey on jobs x" in plan and "Tid Scan on jobs j" in plan, plan
 
 
-@pytest.mark.parametrize("prepared", ["on", "off"])
+@pytest.mark.parametrize("prepared", ["on", "off", "on, behind a pooler"])
 def test_the_worker_acks_on_a_connection_with_those_settings_unless_behind_pgbouncer(db_url, conn, monkeypatch,
                                                                                      prepared):
-    # Behind PgBouncer in transaction mode (prepared statements off) no session setting is made:
-    # it would leak to other clients' transactions.
+    # Behind PgBouncer in transaction mode no session setting is made: it would leak to other
+    # clients' transactions. Its signs: prepared statements off, or a direct URL apart from the
+    # pooled one (PgBouncer >= 1.21 keeps prepared statements on).
     from skiplock.core.config import load_settings
     from skiplock.core.registry import Registry, Task
     from skiplock.runtime.runner import Worker
 
     settings = "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan')"
     server = conn.execute(settings).fetchone()
-    monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", prepared)
+    server_jit = scalar(conn, "SHOW jit")
+    monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", prepared.split(",")[0])
+    if "pooler" in prepared:  # the same server under another spelling stands in for the direct URL
+        monkeypatch.setenv("SKIPLOCK_DIRECT_URL", db_url + ("&" if "?" in db_url else "?") + "connect_timeout=9")
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "0.1")
     registry = Registry()
     registry.add(Task("t1", lambda payload: None, wants_job=False))
@@ -83,8 +87,10 @@ def test_the_worker_acks_on_a_connection_with_those_settings_unless_behind_pgbou
         assert worker.rows_pool is not None
         with worker.rows_pool.connection() as rows_conn:
             found = rows_conn.execute(settings).fetchone()
+            jit = scalar(rows_conn, "SHOW jit")
     finally:
         worker.request_stop()
         thread.join(timeout=60)
     assert not thread.is_alive()
     assert found == (("force_generic_plan", "off") if prepared == "on" else server)
+    assert jit == ("off" if prepared == "on" else server_jit)

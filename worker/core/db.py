@@ -47,6 +47,20 @@ def prepared_statements() -> bool:
     return _bool("SKIPLOCK_PREPARED_STATEMENTS", os.environ.get("SKIPLOCK_PREPARED_STATEMENTS", "on"))
 
 
+def session_settings() -> bool:
+    """Whether pooled connections may carry session settings (SET jit, the claim's and the row
+    writers' planner settings): only when they are real sessions.
+
+    Behind a transaction-pooling PgBouncer a SET stays on the server connection and reaches other
+    clients' transactions, prepared statements or not (PgBouncer >= 1.21 with max_prepared_statements
+    keeps them on). A pooler is recognised by its two signs in the configuration: prepared statements
+    off, or SKIPLOCK_DIRECT_URL set apart from DATABASE_URL (README "Scaling past one machine").
+    """
+    direct = os.environ.get("SKIPLOCK_DIRECT_URL", "").strip()
+    pooled = bool(direct) and direct != os.environ.get("DATABASE_URL", "").strip()
+    return prepared_statements() and not pooled
+
+
 def connect(url: str, application_name: str, *, autocommit: bool = True) -> psycopg.Connection:
     """Open one connection (the listener's, the migrator's, a test's)."""
     validate_database_url(url)
@@ -97,11 +111,13 @@ def make_pool(url: str, application_name: str, *, size: int, open_wait: bool = F
     Autocommit: every queue statement is one short implicit transaction, so no connection ever
     sits "idle in transaction" holding back vacuum (seed 000's first foot-gun). Every borrow has a
     client-side deadline, so a connection that goes silent cannot hang the borrowing thread.
+    `configure` (session settings) runs on each new connection after session_defaults, and neither
+    runs behind a pooler (session_settings()).
     """
     validate_database_url(url)
-    # Behind PgBouncer in transaction mode (prepared statements off) a session setting would leak
-    # to other clients' transactions: there, turn JIT off for the worker's role instead (README).
-    session = _after_session_defaults(configure) if prepared_statements() else configure
+    # Behind PgBouncer in transaction mode a session setting would leak to other clients'
+    # transactions: there, turn JIT off for the worker's role instead (README).
+    session = _after_session_defaults(configure) if session_settings() else None
     pool = DeadlinePool(
         url,
         min_size=1,

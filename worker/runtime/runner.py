@@ -253,18 +253,18 @@ class Worker:
         # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
         # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
         # Like every pooled connection it runs with JIT off (db.session_defaults), and without bitmap
-        # scans (core.claim_session). Behind PgBouncer in transaction mode (prepared statements off)
-        # a session setting would leak to other clients' transactions, so there claims stay
-        # synchronous and JIT is the server's (README "Latency against load").
+        # scans (core.claim_session). Behind PgBouncer in transaction mode a session setting would leak
+        # to other clients' transactions, so there (db.session_settings) claims stay synchronous and
+        # JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
-                                    configure=_claims_commit_async if prepared_statements() else None)
+                                    configure=_claims_commit_async)
         # The ack, the heartbeat and the shutdown release run one at a time (_row_writes), on one
         # connection of their own: every statement on it names rows by id, so it is planned once
         # and without sequential scans (core.row_writes_session). Behind PgBouncer in transaction
-        # mode (prepared statements off) nothing is prepared and no session setting is made, so
-        # there each ack is planned for its own values, as every statement is.
+        # mode no session setting is made (db.session_settings), so there each ack is planned for
+        # its own values, as every statement is (and with prepared statements off, nothing is prepared).
         self.rows_pool = make_pool(self.url, self.app_name, size=1,
-                                   configure=core.row_writes_session if prepared_statements() else None)
+                                   configure=core.row_writes_session)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
