@@ -62,3 +62,29 @@ def thread_connection(local: Any, application_name: str) -> Any:
         conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, application_name=application_name)
         local.conn = conn
     return conn
+
+
+def worker_pool_settings(conn, pool: str, query: str) -> tuple[Any, ...] | None:
+    """Run an in-process Worker until it has run and acked one job, then `query` on its pool named
+    `pool` (`claim_pool`, `rows_pool`): the session settings a real worker's connection carries."""
+    import threading
+
+    from skiplock.core.config import load_settings
+    from skiplock.core.registry import Registry, Task
+    from skiplock.runtime.runner import Worker
+
+    registry = Registry()
+    registry.add(Task("t1", lambda payload: None, wants_job=False))
+    worker = Worker(load_settings(), registry=registry, queues=["t1"])
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    try:
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60, message="the job to be acked")
+        with getattr(worker, pool).connection() as pooled:
+            found = pooled.execute(query).fetchone()
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    return found

@@ -9,15 +9,13 @@ Plan counters and plan shapes are asserted, never durations.
 
 from __future__ import annotations
 
-import threading
-
 import psycopg
 import pytest
 
 from skiplock import enqueue_many
 from skiplock.core import core
 from skiplock.core.status import HistoryMode, OutcomeStatus
-from tests.helpers import scalar, wait_for
+from tests.helpers import worker_pool_settings
 
 ACKS = 12  # psycopg prepares on the 6th run; PostgreSQL's own choice takes 5 custom plans after that
 PREPARED = ("SELECT name, statement, generic_plans, custom_plans, cardinality(parameter_types) "
@@ -65,32 +63,12 @@ def test_the_worker_acks_on_a_connection_with_those_settings_unless_behind_pgbou
     # Behind PgBouncer in transaction mode no session setting is made: it would leak to other
     # clients' transactions. Its signs: prepared statements off, or a direct URL apart from the
     # pooled one (PgBouncer >= 1.21 keeps prepared statements on).
-    from skiplock.core.config import load_settings
-    from skiplock.core.registry import Registry, Task
-    from skiplock.runtime.runner import Worker
-
-    settings = "SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan')"
+    settings = ("SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
+                "current_setting('jit')")
     server = conn.execute(settings).fetchone()
-    server_jit = scalar(conn, "SHOW jit")
     monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", prepared.split(",")[0])
     if "pooler" in prepared:  # the same server under another spelling stands in for the direct URL
         monkeypatch.setenv("SKIPLOCK_DIRECT_URL", db_url + ("&" if "?" in db_url else "?") + "connect_timeout=9")
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "0.1")
-    registry = Registry()
-    registry.add(Task("t1", lambda payload: None, wants_job=False))
-    worker = Worker(load_settings(), registry=registry, queues=["t1"])
-    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
-    thread.start()
-    try:
-        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")
-        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60, message="the job to be acked")
-        assert worker.rows_pool is not None
-        with worker.rows_pool.connection() as rows_conn:
-            found = rows_conn.execute(settings).fetchone()
-            jit = scalar(rows_conn, "SHOW jit")
-    finally:
-        worker.request_stop()
-        thread.join(timeout=60)
-    assert not thread.is_alive()
-    assert found == (("force_generic_plan", "off") if prepared == "on" else server)
-    assert jit == ("off" if prepared == "on" else server_jit)
+    found = worker_pool_settings(conn, "rows_pool", settings)
+    assert found == (("force_generic_plan", "off", "off") if prepared == "on" else server)

@@ -12,7 +12,7 @@ from skiplock import enqueue_many
 from skiplock.core import core, queries
 from skiplock.core.producer import COPY_THRESHOLD
 from skiplock.runtime.runner import SuccessLogBudget
-from tests.helpers import scalar, wait_for
+from tests.helpers import scalar, wait_for, worker_pool_settings
 
 
 def test_copy_bulk_enqueue_returns_ids_in_order_with_defaults(conn):
@@ -115,29 +115,9 @@ def test_the_claim_connection_runs_without_jit_and_without_waiting_for_the_flush
                                                                                  prepared):
     # JIT off: a backlog's row estimates made each claim compile for 200-470 ms (runner._claims_commit_async).
     # Behind PgBouncer in transaction mode (prepared statements off) no session setting is made.
-    import threading
-
-    from skiplock.core.config import load_settings
-    from skiplock.core.registry import Registry, Task
-    from skiplock.runtime.runner import Worker
-
     settings = "SELECT current_setting('jit'), current_setting('synchronous_commit')"
     server = conn.execute(settings).fetchone()
     monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", prepared)
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "0.1")
-    registry = Registry()
-    registry.add(Task("t1", lambda payload: None, wants_job=False))
-    worker = Worker(load_settings(), registry=registry, queues=["t1"])
-    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
-    thread.start()
-    try:
-        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")
-        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, timeout=60, message="the job to run")
-        assert worker.claim_pool is not None
-        with worker.claim_pool.connection() as claim_conn:
-            found = claim_conn.execute(settings).fetchone()
-    finally:
-        worker.request_stop()
-        thread.join(timeout=60)
-    assert not thread.is_alive()
+    found = worker_pool_settings(conn, "claim_pool", settings)
     assert found == (("off", "off") if prepared == "on" else server)
