@@ -38,6 +38,7 @@ DECLARE
     handed_to text;
     lease float8;
     sent text;  -- pg_notify's void, unused
+    handed_at timestamptz;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM queue_waiters) THEN
         RETURN NULL;
@@ -80,12 +81,13 @@ BEGIN
             END LOOP;
         END IF;
         IF handed_to IS NOT NULL THEN
+            handed_at := clock_timestamp();  -- once: the lease is exactly its length from the start
             WITH h AS (
                 UPDATE jobs j
                    SET status = 'running',
                        attempts = j.attempts + 1,
-                       started_at = clock_timestamp(),
-                       lease_until = clock_timestamp() + make_interval(secs => lease),
+                       started_at = handed_at,
+                       lease_until = handed_at + make_interval(secs => lease),
                        worker_id = handed_to
                  WHERE j.id = job.id
                 RETURNING j.*

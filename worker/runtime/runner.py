@@ -486,10 +486,9 @@ class Worker:
         """Within the window after a listener reconnect: release jobs handed to us and never received."""
         if time.monotonic() >= self._lost_handoffs_until:
             return
-        assert self.pool is not None
         with self._lock:
             known = [*self.held.running, *self.held.unacked]
-        with self._row_writes, self.pool.connection() as conn:
+        with self._row_writes, self._rows_connection() as conn:
             released = handoff.release_lost(conn, self.worker_id, known)
         if released:
             log.warning("released %d job(s) handed to this worker whose NOTIFY was lost with the listener's "
@@ -796,11 +795,10 @@ class Worker:
 
     def _release_unreceived(self) -> None:
         """At the end: a producer may have handed us a job the stopped listener never read."""
-        assert self.pool is not None
         with self._lock:
             known = [*self.held.running, *self.held.unacked]
         try:
-            with self._row_writes, self.pool.connection() as conn:
+            with self._row_writes, self._rows_connection() as conn:
                 released = handoff.release_unreceived(conn, self.worker_id, known, UNRECEIVED_WAIT_SECONDS)
         except Exception as exc:
             log.warning("could not look for unreceived hand-offs (%s); the reaper returns any after their lease",
