@@ -46,3 +46,12 @@ def test_quick_bench_reports_every_workload_and_drops_its_database(pg_admin_url,
         leftovers = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (name + "%",)).fetchall()
     # the scratch database is gone (other benchmark runs may own databases with other names)
     assert not [d for (d,) in leftovers if d in proc.stdout + proc.stderr]
+
+
+@pytest.mark.parametrize("module", ["compare", "curve", "flow", "growth", "producers"])
+def test_every_benchmark_prints_its_help(module: str) -> None:
+    """A '%' in an argparse help text made `curve --help` crash with a TypeError."""
+    done = subprocess.run([sys.executable, "-m", f"tests.benchmarks.{module}", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:"), done.stdout

@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=180.0, help="seconds of offered load per point")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 s per point, a 5,000-job capacity drain")
-    parser.add_argument("--points", default=",".join(map(str, POINTS)), help="offered load, % of capacity")
+    parser.add_argument("--points", default=",".join(map(str, POINTS)), help="offered load, %% of capacity")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"))
     parser.add_argument("--name", default="curve", help="file name stem of the results")
