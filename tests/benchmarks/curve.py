@@ -97,7 +97,7 @@ class SkiplockLoad(Adapter):
         return bench.skiplock_workers(self.url, 2, self.probe_port, **settings)
 
     def send(self, first: int, n: int, stamp: float) -> None:
-        from skiplock.producer import enqueue_many
+        from skiplock.core.producer import enqueue_many
 
         enqueue_many([(BENCH_QUEUE, steady_payload(first + i, stamp)) for i in range(n)], conn=self.conn)
 
