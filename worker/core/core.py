@@ -80,8 +80,23 @@ def claim_session(conn: psycopg.Connection) -> None:
     claim of 50 read all 25,000-40,000 ready rows, 0.4-0.55 s instead of ~2 ms (EXPLAIN ANALYZE).
     Without bitmap scans the ordered index walk is the cheapest plan left; a claim has no use for
     a bitmap scan.
+
+    Sequential scans off. The planner sizes jobs by its statistics' rows per page times its pages
+    now. Right after a vacuum that found the queue empty (live rows ~0 on a heap of a few MB), it
+    believes jobs empty whatever arrives next, and joined the claim's UPDATE to `picked` by hashing
+    a sequential scan of all of jobs, run for every claim until the next ANALYZE. At 11,500 jobs/s
+    (issue 19's latency curve) such a moment, right after an autovacuum that also truncated jobs,
+    stalled every worker for ~2 s with PostgreSQL's backends busy on 1.5-1.75 cores and the
+    workers idle (migration 021 stops the truncation). The claim reaches jobs by
+    jobs_ready_idx and by primary key at any size, so it never needs a sequential scan of it
+    (tests/test_claim_plan.py).
+
+    PostgreSQL's own choice between a generic and a custom plan is kept: forcing the generic plan
+    halved the claims planned at 11,500 jobs/s (720 against 2,925 of ~68,000 in 3 minutes) with the
+    same latency, but one such run of three collapsed from its start (p99 45 s), unexplained.
     """
     conn.execute("SET enable_bitmapscan = off")
+    conn.execute("SET enable_seqscan = off")
 
 
 def row_writes_session(conn: psycopg.Connection) -> None:
