@@ -41,6 +41,9 @@ class Settings:
     ack_batch: int = 200  # SKIPLOCK_ACK_BATCH: flush once this many results are waiting
     shutdown_grace: float = 30.0  # SKIPLOCK_SHUTDOWN_GRACE: seconds in-flight jobs get on SIGTERM
     reaper_interval: float = 5.0  # SKIPLOCK_REAPER_INTERVAL: seconds between reaper passes
+    # SKIPLOCK_VACUUM_DEAD_ROWS: a worker vacuums jobs once it holds this many dead rows (0: never;
+    # services/vacuum.py)
+    vacuum_dead_rows: int = 20_000
     keep_history: bool = False  # SKIPLOCK_KEEP_HISTORY: keep succeeded rows instead of deleting
     history_retention: float = 7 * 86400.0  # SKIPLOCK_HISTORY_RETENTION: seconds succeeded/failed are kept
     dead_retention: float = 30 * 86400.0  # SKIPLOCK_DEAD_RETENTION: seconds dead jobs are kept
@@ -181,6 +184,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_ACK_BATCH": ("ack_batch", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_SHUTDOWN_GRACE": ("shutdown_grace", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_REAPER_INTERVAL": ("reaper_interval", lambda n, r: _number(n, r, float, 0.05, "seconds >= 0.05")),
+    "SKIPLOCK_VACUUM_DEAD_ROWS": (
+        "vacuum_dead_rows", lambda n, r: _number(n, r, int, 0, "a whole number >= 0 (0 disables)")),
     "SKIPLOCK_KEEP_HISTORY": ("keep_history", _bool),
     "SKIPLOCK_HISTORY_RETENTION": (
         "history_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),

@@ -57,6 +57,7 @@ from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
+from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 
 log = logging.getLogger("skiplock.worker")
 
@@ -343,6 +344,7 @@ class Worker:
                                      scheduler=self.scheduler, wake=self.wake, wake_queues=self.queues)
         services: list[tuple[str, Callable[[], Any], float]] = [
             ("reaper", self.reaper.run_once, self.settings.reaper_interval),
+            ("vacuum", JobsVacuum(pool, self.settings.vacuum_dead_rows).run_once, VACUUM_CHECK_SECONDS),
             ("worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS),
             ("latency-fold", fold, 600.0),
             ("recurring", recurring.tick, POLL_SECONDS),  # recurring slots, enqueued once each
