@@ -321,6 +321,7 @@ def run_point(name: str, url: str, rate: float, seconds: float, postmaster: int,
             missing = bench.wait_for_steady_probes(probe, sent, min(120.0, max(30.0, seconds)))
             sampler.stop.set()
             sampler.join(timeout=10)
+        top_statements = statements(url)
     finally:
         probe.close()
         adapter.close()
@@ -346,8 +347,32 @@ def run_point(name: str, url: str, rate: float, seconds: float, postmaster: int,
                      for k in (producing[0]["cpu"] if producing else {})},
         "hot_update_share": _hot_share(timeline),
         "autovacuums": [a for a in autovacuums(log, log_offset) if a["table"] in (adapter.table or "-")],
+        "statements": top_statements,
         "timeline": timeline,
     }
+
+
+# With --pg shared_preload_libraries=pg_stat_statements (and pg_stat_statements.track_planning=on):
+# the point's busiest statements, so a lever's effect on planning and execution shows per statement.
+TOP_STATEMENTS = """
+SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 80), calls, plans,
+       round(total_plan_time::numeric, 1), round(total_exec_time::numeric, 1), shared_blks_hit, shared_blks_read
+  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ ORDER BY total_plan_time + total_exec_time DESC LIMIT 8
+"""
+
+
+def statements(url: str) -> list[dict[str, Any]]:
+    """The point database's top statements by plan + execution time; [] without pg_stat_statements."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            rows = conn.execute(TOP_STATEMENTS).fetchall()
+    except psycopg.Error:
+        return []  # the library is not preloaded on this cluster: nothing to report
+    keys = ("query", "calls", "plans", "plan_ms", "exec_ms", "blks_hit", "blks_read")
+    return [dict(zip(keys, (float(v) if i in (3, 4) else v for i, v in enumerate(row)), strict=True))
+            for row in rows]
 
 
 def _hot_share(timeline: list[dict[str, Any]]) -> float | None:
