@@ -18,11 +18,12 @@ from skiplock import enqueue_many
 from skiplock.core import core
 from skiplock.core.db import make_pool
 from skiplock.core.status import OutcomeStatus
-from skiplock.services.vacuum import DUTY, VACUUM_LOCK_CLASS, JobsVacuum
+from skiplock.services.vacuum import DUTY, LIVE_SHARE, VACUUM_LOCK_CLASS, JobsVacuum
 from tests.helpers import scalar, wait_for
 
 VACUUMS = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
 DEAD = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+LIVE = "SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
 
 
 class Clock:
@@ -60,6 +61,21 @@ def test_past_the_threshold_a_pass_vacuums_jobs_and_the_dead_rows_are_gone(conn,
     assert done is not None and done.dead_rows >= 300
     assert scalar(conn, VACUUMS) == before + 1
     assert scalar(conn, DEAD) == 0
+
+
+def test_a_big_table_waits_for_a_share_of_its_live_rows_more(conn, pool):
+    """A vacuum reads every index whole, so 10,000 live rows raise a threshold of 200 by 500 (LIVE_SHARE)."""
+    assert LIVE_SHARE == 0.05
+    core.seed_ready_jobs(conn, "t2", 10_000)  # live, and left alone: the claims below take t1 only
+    _dead_rows(conn, 300)
+    wait_for(lambda: scalar(conn, LIVE) >= 10_000, message="10,000 live rows in pg_stat_user_tables")
+    before = scalar(conn, VACUUMS)
+    assert scalar(conn, DEAD) < 700
+    assert JobsVacuum(pool, dead_rows=200).run_once() is None
+    _dead_rows(conn, 300)
+    wait_for(lambda: scalar(conn, DEAD) >= 1200, message="1,200 dead rows")
+    assert JobsVacuum(pool, dead_rows=200).run_once() is not None
+    assert scalar(conn, VACUUMS) == before + 1
 
 
 def test_under_the_threshold_or_turned_off_nothing_runs(conn, pool):
