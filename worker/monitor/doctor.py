@@ -196,7 +196,9 @@ def check_table_health(conn: psycopg.Connection, settings: Settings, dead_min: i
                f"({auto_count} autovacuum runs).")
     if av_on != "on" or track != "on" or opts.get("autovacuum_enabled", "true").lower() in ("false", "off", "0"):
         return Check(name, FAIL, "Autovacuum is off for jobs (server autovacuum/track_counts, or the table's "
-                     "autovacuum_enabled): every deleted job stays as a dead tuple and the table only grows. "
+                     "autovacuum_enabled). skiplock's workers vacuum jobs themselves when their role owns it "
+                     "(SKIPLOCK_VACUUM_DEAD_ROWS), but nothing vacuums its other tables (job_stats, "
+                     "queue_waiters, workers, ...), whose dead rows stay and which only grow. "
                      + summary,
                      "Turn it back on: ALTER TABLE jobs RESET (autovacuum_enabled); and autovacuum = on, "
                      "track_counts = on in postgresql.conf.", details)
@@ -206,7 +208,9 @@ def check_table_health(conn: psycopg.Connection, settings: Settings, dead_min: i
                      + summary,
                      "Look for long transactions (check above). At high throughput lower the server's "
                      "autovacuum_naptime (e.g. 10s; the default 1min lets a busy queue pile up dead rows "
-                     "between visits), keep jobs' autovacuum_vacuum_cost_delay at 0, or run VACUUM jobs.",
+                     "between visits), keep jobs' autovacuum_vacuum_cost_delay at 0, or run VACUUM jobs. "
+                     "Workers vacuum jobs themselves only if their role owns it (their log says so "
+                     "once otherwise) and SKIPLOCK_VACUUM_DEAD_ROWS is not 0.",
                      details)
     missing = [k for k, v in JOBS_SETTINGS.items() if k not in opts]
     if missing:
