@@ -107,6 +107,19 @@ def test_one_worker_at_a_time_and_a_duty_cycle_between_vacuums(conn, pool):
     assert scalar(conn, VACUUMS) == before + 2
 
 
+def test_behind_a_transaction_pooler_no_session_lock_is_taken(conn, pool):
+    """A session lock through PgBouncer's transaction pooling could stay on a server connection other
+    clients use: there the vacuum takes none (SKIP_LOCKED alone keeps vacuums apart)."""
+    _dead_rows(conn, 300)
+    before = scalar(conn, VACUUMS)
+    with psycopg.connect(conn.info.dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, 0)", (VACUUM_LOCK_CLASS,))
+        assert JobsVacuum(pool, dead_rows=200, advisory_lock=False).run_once() is not None
+    assert scalar(conn, VACUUMS) == before + 1
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::bigint::oid"
+    assert scalar(conn, held, (VACUUM_LOCK_CLASS,)) == 0
+
+
 def test_a_role_that_does_not_own_jobs_leaves_it_to_autovacuum(db_url, conn, caplog):
     role = f"skiplock_worker_{os.getpid()}"
     conn.execute(f"DROP ROLE IF EXISTS {role}")

@@ -35,7 +35,7 @@ from psycopg_pool import ConnectionPool
 from skiplock import hooks
 from skiplock.core import cancel, core, handoff, queries, tracing
 from skiplock.core.config import Settings
-from skiplock.core.db import describe_db_error, is_connection_error, make_pool, prepared_statements
+from skiplock.core.db import describe_db_error, is_connection_error, make_pool, prepared_statements, session_settings
 from skiplock.core.deadline import WATCHDOG
 from skiplock.core.error_summary import headline
 from skiplock.core.errors import ConfigError, SchemaMissing
@@ -344,7 +344,8 @@ class Worker:
                                      scheduler=self.scheduler, wake=self.wake, wake_queues=self.queues)
         services: list[tuple[str, Callable[[], Any], float]] = [
             ("reaper", self.reaper.run_once, self.settings.reaper_interval),
-            ("vacuum", JobsVacuum(pool, self.settings.vacuum_dead_rows).run_once, VACUUM_CHECK_SECONDS),
+            ("vacuum", JobsVacuum(pool, self.settings.vacuum_dead_rows, advisory_lock=session_settings()).run_once,
+             VACUUM_CHECK_SECONDS),
             ("worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS),
             ("latency-fold", fold, 600.0),
             ("recurring", recurring.tick, POLL_SECONDS),  # recurring slots, enqueued once each

@@ -14,7 +14,9 @@ SKIPLOCK_VACUUM_DEAD_ROWS plus LIVE_SHARE of its live rows, vacuums it:
   beside 5,000,000 kept rows ran at 8,850 jobs/s against 11,719 with no vacuum of ours, and 13,996
   with this share (one repetition each, on a noisy machine);
 - one worker of the database at a time (a session advisory try-lock), never waiting for a running
-  autovacuum or manual VACUUM (SKIP_LOCKED);
+  autovacuum or manual VACUUM (SKIP_LOCKED). Behind a transaction-pooling PgBouncer
+  (db.session_settings() says no) a session lock could be left on a server connection that other
+  clients then use, and every later try would fail: there SKIP_LOCKED alone keeps two vacuums apart;
 - INDEX_CLEANUP ON: removing the dead index entries is the point, so index vacuuming is never
   bypassed;
 - TRUNCATE false: truncating the heap's empty tail takes an ACCESS EXCLUSIVE lock that would stall
@@ -61,10 +63,11 @@ class VacuumPass:
 class JobsVacuum:
     """One check per `run_once()`; the worker's scheduler calls it every VACUUM_CHECK_SECONDS."""
 
-    def __init__(self, pool: ConnectionPool, dead_rows: int,
+    def __init__(self, pool: ConnectionPool, dead_rows: int, *, advisory_lock: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.pool = pool
         self.dead_rows = dead_rows  # 0: never (SKIPLOCK_VACUUM_DEAD_ROWS=0)
+        self.advisory_lock = advisory_lock  # False behind a transaction pooler (module docstring)
         self.clock = clock
         self.allowed: bool | None = None  # may this role vacuum jobs? asked once
         self.not_before = 0.0  # the duty cycle's next allowed start (clock seconds)
@@ -84,15 +87,17 @@ class JobsVacuum:
             dead, live = (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
             if dead < self.dead_rows + LIVE_SHARE * live:
                 return None
-            got = conn.execute("SELECT pg_try_advisory_lock(%s, 0)", (VACUUM_LOCK_CLASS,)).fetchone()
-            if not got or not got[0]:
-                return None  # another worker is vacuuming it now
+            if self.advisory_lock:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s, 0)", (VACUUM_LOCK_CLASS,)).fetchone()
+                if not got or not got[0]:
+                    return None  # another worker is vacuuming it now
             try:
                 started = self.clock()
                 conn.execute(VACUUM)
                 took = self.clock() - started
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, 0)", (VACUUM_LOCK_CLASS,))
+                if self.advisory_lock:
+                    conn.execute("SELECT pg_advisory_unlock(%s, 0)", (VACUUM_LOCK_CLASS,))
         self.not_before = self.clock() + took * (1 - DUTY) / DUTY
         log.debug("vacuumed jobs: %d dead rows, %.3f s", dead, took)
         return VacuumPass(dead, took)
