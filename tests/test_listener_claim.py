@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import psycopg
+import pytest
 
 from skiplock import enqueue
 from skiplock.core.config import load_settings
@@ -100,3 +101,30 @@ def test_an_idle_workers_pickup_is_claimed_on_its_listener_connection(
         if "skiplock_limit_allowances" in seen[-1]:
             break
     assert any("skiplock_limit_allowances" in q for q in seen), seen
+
+
+def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> None:
+    """The listener's connection is not pooled, so the pools' session defaults never ran on it: its
+    claims from a 1,000,000-job backlog JIT-compiled for ~2 s each (perf, tests/benchmarks/growth.py).
+    The listener the worker builds sets JIT off, and the claim's plan settings, on its connection."""
+    from skiplock.core import core, queries
+
+    worker = _worker("lj")
+    listener = worker._new_listener()
+    assert listener.configure is not None
+    with psycopg.connect(db_url, autocommit=True) as listener_conn:
+        if not scalar(listener_conn, "SELECT pg_jit_available()"):
+            pytest.skip("this server has no JIT provider")
+        listener.configure(listener_conn)
+        assert scalar(listener_conn, "SHOW jit") == "off"
+        assert scalar(listener_conn, "SHOW enable_bitmapscan") == "off"  # the claim connection's settings
+        assert scalar(listener_conn, "SHOW synchronous_commit") == "off"
+        enqueue("lj", {"n": 1})
+        params = {"queues": ["lj"], "leases": "{30}", "versions": f"{{{core.ANY_VERSION}}}", "tenant_after": [None],
+                  "limit": 5, "worker_id": "explain", "limited": []}
+        with listener_conn.transaction(force_rollback=True):
+            listener_conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would compile if JIT were on
+            plan = "\n".join(r[0] for r in listener_conn.execute(
+                "EXPLAIN (ANALYZE) " + queries.CLAIM_LEAN_TEXT, params))
+        assert "JIT" not in plan, plan
+        assert worker._claim_on_notify(listener_conn) is True  # and the worker's own claim runs on it
