@@ -81,22 +81,36 @@ def claim_session(conn: psycopg.Connection) -> None:
     Without bitmap scans the ordered index walk is the cheapest plan left; a claim has no use for
     a bitmap scan.
 
-    Sequential scans off. The planner sizes jobs by its statistics' rows per page times its pages
-    now. Right after a vacuum that found the queue empty (live rows ~0 on a heap of a few MB), it
-    believes jobs empty whatever arrives next, and joined the claim's UPDATE to `picked` by hashing
-    a sequential scan of all of jobs, run for every claim until the next ANALYZE. At 11,500 jobs/s
-    (issue 19's latency curve) such a moment, right after an autovacuum that also truncated jobs,
-    stalled every worker for ~2 s with PostgreSQL's backends busy on 1.5-1.75 cores and the
-    workers idle (migration 021 stops the truncation). The claim reaches jobs by
-    jobs_ready_idx and by primary key at any size, so it never needs a sequential scan of it
-    (tests/test_claim_plan.py).
+    Sequential scans and sorts off. The planner sizes jobs by its statistics' rows per page times
+    its pages now. Right after a vacuum that found the queue empty (no live rows on a heap no vacuum
+    truncates, migration 021) it believes jobs empty whatever arrives next, until the next ANALYZE,
+    and every plan of a table "of one row" costs about the same. It then picked, for every claim:
+    - a hash join of the claimed ids against a sequential scan of all of jobs (at 11,500 jobs/s in
+      issue 19's latency curve, a ~2 s stall of every worker with PostgreSQL busy, right after an
+      autovacuum);
+    - a walk of all of jobs_unique_inflight (every queued and running job) and a sort, instead of
+      the ordered walk of jobs_ready_idx that stops after the batch.
+    The claim reads jobs by jobs_ready_idx (or jobs_tenant_ready_idx), in their order, and by
+    primary key, at any size: it never needs a sequential scan of jobs or a sort of its rows (its
+    sorts of the few rows it picked still run: no plan can do without them, so ruling sorts out
+    adds the same to every plan's cost and only the needless one decides). tests/test_claim_plan.py.
+    With JIT off on every claiming connection (db.session_defaults, the listener's own) the large
+    costs this gives every claim plan never reach jit_above_cost's decision.
 
-    PostgreSQL's own choice between a generic and a custom plan is kept: forcing the generic plan
-    halved the claims planned at 11,500 jobs/s (720 against 2,925 of ~68,000 in 3 minutes) with the
-    same latency, but one such run of three collapsed from its start (p99 45 s), unexplained.
+    A generic plan, always. Left to choose, PostgreSQL kept making a custom plan for every claim
+    (201 plans in 200 claims, 1.1-1.9 ms of planning beside ~1 ms of execution; pg_stat_statements,
+    tests/benchmarks/growth.py), because the generic plan's estimate, made without the LIMIT's
+    value, looks dearer. With the settings above (and the claimed ids reached by `id = ANY`, see
+    queries._CLAIM) the generic plan is the same index walk, and an ANALYZE or vacuum of jobs
+    invalidates it, so it is re-made from fresh statistics. The claim's p50 from a 1,000,000-job
+    backlog went from 2.6-2.8 to 1.2-1.6 ms. Session 9 tried this alone and one run of three
+    collapsed from its start; it was the first plan above, made generic while jobs looked empty
+    (auto_explain in the collapsed run: every claim walked all of jobs_pkey).
     """
     conn.execute("SET enable_bitmapscan = off")
     conn.execute("SET enable_seqscan = off")
+    conn.execute("SET enable_sort = off")
+    conn.execute("SET plan_cache_mode = force_generic_plan")
 
 
 def row_writes_session(conn: psycopg.Connection) -> None:
