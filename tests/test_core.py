@@ -250,6 +250,7 @@ def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
     with psycopg.connect(db_url, autocommit=True) as c:
         _claims_commit_async(c)
         assert scalar(c, "SHOW enable_bitmapscan") == "off" and scalar(c, "SHOW synchronous_commit") == "off"
+        assert scalar(c, "SHOW jit") == "off"  # the settings make every claim plan's cost pass jit_above_cost
         jobs = core.claim(c, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
     assert [j.id for j in jobs] == ids[:50]
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'succeeded'") == 1_000
