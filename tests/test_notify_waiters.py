@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from skiplock.core import queries
 from skiplock.core.config import load_settings
 from skiplock.core.registry import Registry, Task
 from skiplock.core.waiting import Waiting
@@ -66,6 +67,28 @@ def test_a_busy_worker_with_a_backlog_stops_asking_for_notifies(db_url: str, con
              message="the idle worker to register again")
 
 
+def test_a_worker_keeping_up_with_a_stream_of_single_job_producers_costs_them_few_notifies(
+        db_url: str, conn: Any, spawn_worker: Any) -> None:
+    # Jobs arriving one by one: each claim finds one or two. Registering as a waiter after each would
+    # make nearly every producer take a token and send a NOTIFY (and hand the job over); the worker
+    # looks again shortly instead, and only registers when a claim finds nothing (runner.py).
+    spawn_worker(SKIPLOCK_QUEUES="t1", SKIPLOCK_POLL_INTERVAL="60")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 1, timeout=60, message="registered")
+    jobs = 3000
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute("LISTEN skiplock_jobs")
+        listener.execute("LISTEN skiplock_handoff")
+        for n in range(jobs):  # one job per transaction, as fast as one connection goes
+            conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', %s)", (psycopg.types.json.Jsonb({"n": n}),))
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE queue = 't1'") == jobs, timeout=120,
+                 message="the worker to run every job")
+        listener.execute("SELECT 1")
+        notifies = len(list(listener.notifies(timeout=0.5)))
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 't1'") == 0
+    print("NOTIFIES", notifies)
+    assert notifies < jobs // 20, f"{notifies} NOTIFYs for {jobs} jobs"
+
+
 def test_a_killed_workers_waiter_rows_are_pruned_by_the_reaper(db_url: str, conn: Any, spawn_worker: Any) -> None:
     dead = spawn_worker(SKIPLOCK_QUEUES="t3", SKIPLOCK_POLL_INTERVAL="60")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 1, timeout=60, message="registered")
@@ -83,7 +106,77 @@ def test_a_killed_workers_waiter_rows_are_pruned_by_the_reaper(db_url: str, conn
 
 
 def _waiter(conn: Any, worker: str = "w1", queue: str = "t1") -> None:
+    """A token as a worker writes it: the row, then (committed) the flag in front of the trigger."""
     conn.execute("INSERT INTO queue_waiters (worker_id, queue) VALUES (%s, %s)", (worker, queue))
+    conn.execute(queries.WAITING_FLAG_SET)
+
+
+def _flag_set(conn: Any) -> bool:
+    return bool(scalar(conn, "SELECT pg_sequence_last_value('skiplock_waiting') IS NOT NULL"))
+
+
+def _trigger_calls_of_one_insert(conn: Any) -> int:
+    """Insert one job; how many times that statement ran the trigger's function (0: its WHEN was false)."""
+    # the backend's counts not yet flushed include earlier transactions': count the difference
+    calls = ("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+             "WHERE funcname = 'skiplock_notify_jobs'")
+    with conn.transaction():
+        conn.execute("SET LOCAL track_functions = 'pl'")
+        before = int(scalar(conn, calls))
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")
+        return int(scalar(conn, calls)) - before
+
+
+def test_with_no_token_the_flag_is_cleared_and_producers_run_no_trigger_function(conn: Any) -> None:
+    conn.execute(queries.WAITING_FLAG_SET)  # stale: set by a worker whose token is gone since
+    assert _trigger_calls_of_one_insert(conn) == 1  # that producer looks, finds none, clears it
+    assert not _flag_set(conn)
+    assert _trigger_calls_of_one_insert(conn) == 0  # the WHEN is false: no function at all
+    _waiter(conn)
+    assert _trigger_calls_of_one_insert(conn) == 1  # takes the token ...
+    assert _flag_set(conn)  # ... and leaves the flag: a rollback would bring the token back
+    assert _trigger_calls_of_one_insert(conn) == 1
+    assert _trigger_calls_of_one_insert(conn) == 0
+
+
+def test_a_worker_registering_while_producers_clear_the_flag_always_leaves_it_set(db_url: str, conn: Any) -> None:
+    # The flag is not transactional: the order of the writes is the whole protocol (migration 022).
+    # Producers insert as fast as they can (taking tokens, or clearing the flag when they find none)
+    # while a worker registers again and again. Once everyone has stopped, a token left standing
+    # must have the flag set with it, or no producer would ever look for it again.
+    waiting = Waiting(lambda: psycopg.connect(db_url, autocommit=True), "w1", ["t1"])
+    errors: list[BaseException] = []
+    outcomes = {"standing": 0, "taken": 0}
+    for _ in range(40):
+        stop = threading.Event()
+
+        def produce(stop: threading.Event = stop) -> None:
+            try:
+                with psycopg.connect(db_url, autocommit=True) as producer:
+                    while not stop.is_set():
+                        producer.execute("INSERT INTO jobs (queue, payload) VALUES ('nobody_serves', '{}')")
+            except BaseException as exc:  # reported below: a thread's error must fail the test
+                errors.append(exc)
+
+        producers = [threading.Thread(target=produce) for _ in range(3)]
+        for thread in producers:
+            thread.start()
+        try:
+            for _ in range(5):
+                waiting.forget()  # as after each wake-up
+                waiting.enter()
+        finally:
+            stop.set()
+            for thread in producers:
+                thread.join(timeout=60)
+        if scalar(conn, "SELECT count(*) FROM queue_waiters"):
+            outcomes["standing"] += 1
+            assert _flag_set(conn), "a token is standing with the flag clear: producers would never look"
+        else:
+            outcomes["taken"] += 1
+    assert not errors, errors
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'nobody_serves'") >= 40
+    assert sum(outcomes.values()) == 40
 
 
 def test_the_first_producer_takes_the_token_and_the_next_sends_no_notify(db_url: str, conn: Any) -> None:

@@ -7,9 +7,10 @@ Each producer is a connection committing one job per transaction, two ways:
 - `skiplock.enqueue(...)`, from Python processes (up to 4, each with threads: one process with 64
   threads would measure its GIL, not the database). Its control is a plain INSERT from the same
   harness, so the Python costs of the harness cancel out.
-The harness's plain INSERT is also measured with the trigger, so the trigger's cost and enqueue()'s
-own client CPU show apart. Each is measured with the insert trigger enabled and disabled on the same table (the
-"trigger-free INSERT"), alternating, in one database. With `--workers 2`, two skiplock workers run
+enqueue() and the harness's plain INSERT are each measured with the trigger and without it, so the
+trigger's cost (enqueue() / trigger-free enqueue()) and enqueue()'s own client CPU (enqueue() /
+trigger-free plain INSERT: validation, JSON, RETURNING id) show apart. "Trigger-free" is the same
+table with the insert trigger disabled; the two alternate in one database. With `--workers 2`, two skiplock workers run
 throughout and keep up with the producers: the case a web application meets, where idle workers
 register as waiters between short claims. With 0 nobody waits.
 compare.py runs `measure()` as its producers_16/producers_64 workloads.
@@ -139,15 +140,15 @@ def measure(url: str, clients: int, seconds: float, workers: int = 0) -> dict[st
                 result[f"sql{suffix}"] = pgbench_tps(url, clients, seconds)
                 _settle(url, workers)
                 result[f"insert{suffix}"] = python_tps(url, clients, seconds, "insert")
-                if enabled:
-                    _settle(url, workers)
-                    result["enqueue"] = python_tps(url, clients, seconds, "enqueue")
+                _settle(url, workers)
+                result[f"enqueue{suffix}"] = python_tps(url, clients, seconds, "enqueue")
             finally:
                 _trigger(url, True)
         _settle(url, workers)
     result["sql_ratio"] = result["sql"] / result["sql_free"]
     result["insert_ratio"] = result["insert"] / result["insert_free"]  # the trigger's cost from Python
-    result["enqueue_ratio"] = result["enqueue"] / result["insert_free"]
+    result["enqueue_trigger_ratio"] = result["enqueue"] / result["enqueue_free"]  # the trigger's cost on enqueue()
+    result["enqueue_ratio"] = result["enqueue"] / result["insert_free"]  # and enqueue()'s own Python besides
     result["jobs_per_s"] = result["enqueue"]
     return result
 
@@ -167,15 +168,19 @@ def main() -> None:
         for workers in args.workers:
             for clients in args.clients:
                 rounds = [measure(url, clients, args.seconds, workers) for _ in range(args.rounds)]
-                for key in ("sql", "sql_free", "enqueue", "insert", "insert_free"):
+                for key in ("sql", "sql_free", "enqueue", "enqueue_free", "insert", "insert_free"):
                     print(f"{workers} workers, {clients:>3} producers, {key:<12} "
                           + ", ".join(f"{r[key]:,.0f}" for r in rounds))
                 sql = [r["sql_ratio"] for r in rounds]
+                trig = [r["enqueue_trigger_ratio"] for r in rounds]
                 enq = [r["enqueue_ratio"] for r in rounds]
                 print(f"{workers} workers, {clients:>3} producers: SQL INSERT / trigger-free "
-                      f"{statistics.median(sql):.2f} ({', '.join(f'{x:.2f}' for x in sql)}); "
-                      f"enqueue() / trigger-free INSERT {statistics.median(enq):.2f} "
-                      f"({', '.join(f'{x:.2f}' for x in enq)})", flush=True)
+                      f"{_spread(sql)}; enqueue() / trigger-free enqueue() {_spread(trig)}; "
+                      f"enqueue() / trigger-free plain INSERT {_spread(enq)}", flush=True)
+
+
+def _spread(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f} ({', '.join(f'{x:.2f}' for x in ratios)})"
 
 
 if __name__ == "__main__":

@@ -483,6 +483,11 @@ SELECT %(id)s, w.queue, w.lease, w.version, %(listen_key)s
  WHERE NOT EXISTS (SELECT 1 FROM queue_waiters w WHERE w.worker_id = %(id)s)
 ON CONFLICT DO NOTHING
 """
+# After the tokens have committed: the flag in front of the insert trigger (migration 022), so that
+# producers run the trigger's function again. Written only when clear: a write is a WAL record.
+WAITING_FLAG_SET = """
+SELECT setval('skiplock_waiting', 1, true) WHERE pg_sequence_last_value('skiplock_waiting') IS NULL
+"""
 # A reconnected listener's new key, into this worker's tokens still out (a producer holding one
 # decides with the old key: a hand-off it makes may be lost, see worker/core/handoff.py).
 WAITER_REKEY = """

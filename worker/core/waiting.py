@@ -1,5 +1,5 @@
 """An idle worker's waiter rows: one-shot tokens that ask the insert trigger for a NOTIFY
-(migrations 014, 015).
+(migrations 014, 015), and the flag that tells producers to look for them (022).
 
 The claim loop registers when a pass claims less than it asked for and no token of its own is
 out. The first producer that commits a job afterwards takes every token and sends one NOTIFY;
@@ -53,6 +53,9 @@ class Waiting:
                     conn.execute(queries.WAITER_REGISTER, {
                         "id": self.worker_id, "queues": self.queues, "leases": self.leases,
                         "versions": self.versions, "listen_key": self.listen_key})
+                    # a statement of its own, after the tokens' commit (the pool's connections are
+                    # autocommit): a producer that sees the flag clear must not miss a token
+                    conn.execute(queries.WAITING_FLAG_SET)
             except Exception as exc:  # no rows: no NOTIFY for us, the poll interval still finds the work
                 log.debug("could not register as a waiter: %s", exc)
                 return False
