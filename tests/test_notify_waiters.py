@@ -85,7 +85,6 @@ def test_a_worker_keeping_up_with_a_stream_of_single_job_producers_costs_them_fe
         listener.execute("SELECT 1")
         notifies = len(list(listener.notifies(timeout=0.5)))
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 't1'") == 0
-    print("NOTIFIES", notifies)
     assert notifies < jobs // 20, f"{notifies} NOTIFYs for {jobs} jobs"
 
 
