@@ -614,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"), help="output folder")
     parser.add_argument("--only", default="", help="comma-separated workloads to run (default all)")
     parser.add_argument("--systems", default="", help="comma-separated system names (default all)")
+    parser.add_argument("--drain", type=int, default=None,
+                        help="jobs per drain (default 20,000): a larger drain measures a rate, not a start-up")
     args = parser.parse_args(argv)
     if "curve" in args.only.split(","):
         # Issue 19 part 2: latency against load runs on a private cluster of its own (autovacuum on),
@@ -624,7 +626,9 @@ def main(argv: list[str] | None = None) -> int:
                    + (["--systems", args.systems] if args.systems else []))
         if args.only == "curve":
             return 0
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.drain:
+        sizes["drain"] = args.drain
     reps = args.reps or (1 if args.quick else 3)
     admin_url = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
     systems: list[System] = [Skiplock(), PgQueuer(10, with_enqueue=True), PgQueuer(50, with_enqueue=False),
