@@ -8,7 +8,7 @@ Starts a PRIVATE PostgreSQL cluster (initdb + pg_ctl on a free port, data and so
 tests/pgcluster.py) with stock settings and autovacuum on; skiplock's databases get every migration,
 so jobs carries migration 005's per-table settings. The only server setting added is
 log_autovacuum_min_duration = 0: each autovacuum's duration and CPU then come from the server log.
-For each system it first measures its own capacity (the 2-process drain of compare.py), then offers
+For each system it first measures its own capacity (the 2-process drain of compare.py, DRAIN_JOBS), then offers
 10, 25, 50, 75 and 90% of it for --seconds each (a fresh database per point, systems alternating at
 each point). Every PROBE_EVERY-th job reports its start over loopback UDP: end-to-end latency is from
 the producer's enqueue call (the stamp taken just before it) to the handler's start.

@@ -329,8 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3, 1 with --quick)")
     parser.add_argument("--no-console", action="store_true", help="skip the console pages")
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"))
+    parser.add_argument("--drain", type=int, default=None,
+                        help="jobs per drain (default 20,000; under a second here: see compare.py --drain)")
     args = parser.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.drain:
+        sizes["drain"] = args.drain
     reps = args.reps or (1 if args.quick else 3)
     results = run(sizes, reps, with_console=not args.no_console)
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
