@@ -70,16 +70,13 @@ log = logging.getLogger("skiplock.worker")
 
 WORKER_ROW_SECONDS = 5.0
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
-ASYNC_CANCEL_SECONDS = 5.0
+ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before their jobs are released
 NOTIFY_CLAIM_WAIT_SECONDS = 0.05  # longest the listener waits for the claim loop's claim of a lane
 # After a listener reconnect, how long and how often to look for jobs handed to the lost connection:
 # long enough for a producer's transaction that took one of our old tokens to commit.
 LOST_HANDOFF_WINDOW_SECONDS = 60.0
 LOST_HANDOFF_CHECK_SECONDS = 2.0
 UNRECEIVED_WAIT_SECONDS = 5.0  # at a stop, how long to wait for a producer holding one of our tokens
-# A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
-# wakes its claim loop within about this long. Registering as a waiter on each short claim would
-# make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
 # A claim that found some jobs but fewer than it asked for means jobs are arriving one by one. The
 # loop then waits this long before it claims again, even when the jobs it just started have finished
 # (their finish would wake it at once): the jobs that arrive meanwhile come in one claim. Claiming
@@ -89,7 +86,10 @@ UNRECEIVED_WAIT_SECONDS = 5.0  # at a stop, how long to wait for a producer hold
 # each second, 11,000). A job that arrives while a worker is busy waits at most this much longer; an
 # idle worker's pickup is unchanged (its claim found nothing, so it registers as a waiter instead).
 ARRIVALS_LINGER_SECONDS = 0.005
-WOKEN_BY_FINISH_SECONDS = 0.005  # how long cancelled coroutines get to unwind before their jobs are released
+# A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
+# wakes its claim loop within about this long. Registering as a waiter on each short claim would
+# make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
+WOKEN_BY_FINISH_SECONDS = 0.005
 
 
 def make_worker_id() -> str:
