@@ -17,6 +17,7 @@ from skiplock.core.config import load_settings
 from skiplock.monitor.doctor import (
     CHECKS,
     FAIL,
+    JOBS_SETTINGS,
     OK,
     WARN,
     check_claim_plan,
@@ -89,7 +90,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         ok = check_table_health(conn, settings)
         assert ok.status == OK, ok.verdict
         in_force = {d["setting"]: d["value"] for d in ok.details if "setting" in d}
-        assert in_force["fillfactor (jobs)"] == "100"
+        assert in_force["fillfactor (jobs)"] == JOBS_SETTINGS["fillfactor"] == "80"  # migration 023
         assert in_force["autovacuum (server)"] == "on"
         assert {d["index"] for d in ok.details if "index" in d} >= {"jobs_ready_idx", "jobs_pkey"}
 
@@ -104,7 +105,7 @@ def test_table_check_passes_warns_on_dead_tuples_and_missing_settings(stock_db_u
         conn.execute("VACUUM jobs")
         conn.execute("ALTER TABLE jobs RESET (fillfactor)")
         missing = check_table_health(conn, settings, dead_min=100)
-        conn.execute("ALTER TABLE jobs SET (fillfactor = 100)")
+        conn.execute("ALTER TABLE jobs SET (fillfactor = 80)")
         assert missing.status == WARN and "fillfactor" in missing.verdict
 
 

@@ -29,9 +29,9 @@ SATURATION = 0.8  # observed rate / capacity above this, with a ready backlog, m
 STATS_WINDOW_MINUTES = 5
 WORKER_EXTRA_CONNECTIONS = 2  # the listener's and the claim loop's own connections, besides the pool
 
-# The per-table settings migration 005 ships for jobs (see its comments for why).
+# The per-table settings migrations 005 and 023 (fillfactor) ship for jobs (see their comments for why).
 JOBS_SETTINGS = {
-    "fillfactor": "100",
+    "fillfactor": "80",
     "autovacuum_vacuum_scale_factor": "0.01",
     "autovacuum_vacuum_threshold": "1000",
     "autovacuum_vacuum_insert_scale_factor": "0.05",
@@ -216,7 +216,7 @@ def check_table_health(conn: psycopg.Connection, settings: Settings, dead_min: i
     if missing:
         return Check(name, WARN, "jobs is healthy now but lacks skiplock's per-table settings "
                      f"({', '.join(missing)}), so it will bloat more between vacuums under load. " + summary,
-                     "Run `skiplock migrate` (migration 005) or ALTER TABLE jobs SET (...) by hand.", details)
+                     "Run `skiplock migrate` (migrations 005 and 023) or ALTER TABLE jobs SET (...) by hand.", details)
     return Check(name, OK, "Vacuum keeps up with jobs. " + summary, details=details)
 
 
