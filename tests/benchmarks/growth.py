@@ -18,7 +18,8 @@ of 20,000 no-op jobs by 2 worker processes. The drain: the queue is paused, the 
 and connected, the queue resumed (its NOTIFY wakes them) and timed until job_stats has counted
 20,000 acks. Every state is topped up to its size and VACUUM ANALYZEd before it is measured.
 Then the console's pages on the ``kept`` database (5,000,000 rows), in process through the Flask
-test client, many requests per page: p50/p95 per page. Writes growth.json and growth.md.
+test client, many requests per page: p50/p95 per page. Writes growth.json and growth.md. Each
+state's measurement starts from a CHECKPOINT (see prepare()).
 Rows are written through skiplock.core.core (seed_ready_jobs, seed_finished_jobs), never by SQL here.
 """
 
@@ -119,6 +120,10 @@ def prepare(url: str, state: str, sizes: dict[str, Any]) -> int:
         if have < want:
             core.seed_ready_jobs(conn, BENCH_QUEUE, want - have)
         conn.execute("VACUUM ANALYZE jobs")
+        # Every state is measured from a checkpoint: the next write of each page is a full-page image,
+        # so a measurement pays for the pages it touches, the same in every state. Without it a
+        # checkpoint fell inside the drains of the states whose own seeding wrote the most WAL.
+        conn.execute("CHECKPOINT")
         return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])  # type: ignore[index]
 
 
@@ -155,20 +160,25 @@ def acked(conn: psycopg.Connection) -> int:
 
 # What the server did for the drain, read before and after it: WAL (bytes, full-page images) from
 # pg_stat_wal (the private cluster runs nothing else) and the jobs table's buffer reads (blocks not
-# in shared_buffers) and hits from pg_statio_user_tables, summed over its heap and indexes.
+# in shared_buffers) and hits from pg_statio_user_tables, summed over its heap and indexes; the
+# checkpoints begun and autovacuum visits to jobs (a checkpoint turns each page's next write into a
+# full-page image; a vacuum of a big table reads all of its indexes).
 SERVER_COUNTERS = """
 SELECT w.wal_bytes::float8, w.wal_fpi::float8,
        (s.heap_blks_read + coalesce(s.idx_blks_read, 0))::float8,
-       (s.heap_blks_hit + coalesce(s.idx_blks_hit, 0))::float8
-  FROM pg_stat_wal w, pg_statio_user_tables s WHERE s.relid = 'jobs'::regclass
+       (s.heap_blks_hit + coalesce(s.idx_blks_hit, 0))::float8,
+       (b.checkpoints_timed + b.checkpoints_req)::float8,
+       (u.autovacuum_count + u.autoanalyze_count)::float8
+  FROM pg_stat_wal w, pg_statio_user_tables s, pg_stat_bgwriter b, pg_stat_user_tables u
+ WHERE s.relid = 'jobs'::regclass AND u.relid = 'jobs'::regclass
 """
-COUNTER_NAMES = ("wal_bytes", "wal_fpi", "blocks_read", "blocks_hit")
+COUNTER_NAMES = ("wal_bytes", "wal_fpi", "blocks_read", "blocks_hit", "checkpoints", "autovacuums")
 
 
 def server_counters(conn: psycopg.Connection) -> dict[str, float]:
     conn.execute("SELECT pg_stat_clear_snapshot()")  # a fresh read, not this transaction's cached one
     row = conn.execute(SERVER_COUNTERS).fetchone()
-    return dict(zip(COUNTER_NAMES, row or (0.0,) * 4, strict=True))
+    return dict(zip(COUNTER_NAMES, row or (0.0,) * len(COUNTER_NAMES), strict=True))
 
 
 def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
@@ -192,8 +202,10 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
         # the workers have exited (their statistics are flushed): per job acked, the stop's tail included
         done = max(1, acked(conn) - first)
         after = server_counters(conn)
-    per_job = {f"{k}_per_job": (after[k] - counters[k]) / done for k in COUNTER_NAMES}
-    return {"jobs": jobs, "processes": processes, "seconds": elapsed, "jobs_per_s": jobs / elapsed, **per_job}
+    per_job = {f"{k}_per_job": (after[k] - counters[k]) / done for k in COUNTER_NAMES[:4]}
+    during = {k: after[k] - counters[k] for k in COUNTER_NAMES[4:]}
+    return {"jobs": jobs, "processes": processes, "seconds": elapsed, "jobs_per_s": jobs / elapsed, **per_job,
+            **during}
 
 
 def console(url: str, requests: int) -> list[dict[str, Any]]:
@@ -291,13 +303,16 @@ def markdown(results: dict[str, Any], sizes: dict[str, Any], reps: int) -> str:
                      f"{ratio[0]} | {ratio[1]} |")
     lines += ["", "What the server did per job drained (median over repetitions; WAL from pg_stat_wal, blocks of "
               "`jobs` and its indexes from pg_statio_user_tables; read = not in shared_buffers):", "",
-              "| state | WAL bytes/job | full-page images/job | blocks read/job | blocks hit/job |",
-              "|---|---|---|---|---|"]
+              "| state | WAL bytes/job | full-page images/job | blocks read/job | blocks hit/job | "
+              "checkpoints begun, autovacuum visits to jobs (per repetition) |",
+              "|---|---|---|---|---|---|"]
     for state in STATES:
         if st.get(state) and "wal_bytes_per_job" in st[state][0]["drain"]:
-            med = {k: statistics.median(r["drain"][f"{k}_per_job"] for r in st[state]) for k in COUNTER_NAMES}
+            med = {k: statistics.median(r["drain"][f"{k}_per_job"] for r in st[state]) for k in COUNTER_NAMES[:4]}
+            during = ", ".join(f"{r['drain'].get('checkpoints', 0):.0f}/{r['drain'].get('autovacuums', 0):.0f}"
+                               for r in st[state])
             lines.append(f"| {state} | {med['wal_bytes']:,.0f} | {med['wal_fpi']:.3f} | {med['blocks_read']:.2f} | "
-                         f"{med['blocks_hit']:.1f} |")
+                         f"{med['blocks_hit']:.1f} | {during} |")
     if st.get("kept") and st.get("empty"):
         k = statistics.median(r["drain"]["jobs_per_s"] for r in st["kept"])
         e = statistics.median(r["drain"]["jobs_per_s"] for r in st["empty"])
