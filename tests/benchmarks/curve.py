@@ -298,8 +298,9 @@ def autovacuums(log: Path, offset: int) -> list[dict[str, Any]]:
 
 
 def run_point(name: str, url: str, rate: float, seconds: float, postmaster: int, log: Path,
-              skiplock_options: dict[str, str]) -> dict[str, Any]:
-    """Offer `rate` jobs/s for `seconds` to `name`'s 2 worker processes; latency, backlog, timeline."""
+              skiplock_options: dict[str, str], tick: float = TICK) -> dict[str, Any]:
+    """Offer `rate` jobs/s for `seconds` to `name`'s 2 worker processes, the jobs due sent every
+    `tick` s; latency, backlog, timeline."""
     probe = ProbeReceiver()
     adapter = ADAPTERS[name](url, probe.port, skiplock_options if name == "skiplock" else {})
     log_offset = log.stat().st_size
@@ -316,7 +317,7 @@ def run_point(name: str, url: str, rate: float, seconds: float, postmaster: int,
                 if due > 0:
                     adapter.send(sent, due, time.time())
                     sent += due
-                spare = TICK - (time.monotonic() - now)
+                spare = tick - (time.monotonic() - now)
                 late_ticks += spare < 0
                 time.sleep(max(0.0, spare))  # pacing the producer, not synchronisation
             produced_s = time.monotonic() - start
@@ -460,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skiplock", action="append", default=[], help="SKIPLOCK_<NAME> worker setting name=value")
     parser.add_argument("--capacity", action="append", default=[],
                         help="system=jobs_per_s: skip that system's capacity drain and use this figure")
+    parser.add_argument("--tick", type=float, default=TICK * 1000,
+                        help="ms between the producer's sends (each sends the jobs due since the last)")
     parser.add_argument("--backlog", type=int, default=0,
                         help="instead of the curve: skiplock's drain of this many queued jobs over --seconds")
     args = parser.parse_args(argv)
@@ -518,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"{name} at {pct}% = {rate:,}/s for {seconds:.0f} s")
                 try:
                     with point_database(cluster.url, name, jobs_options) as url:
-                        point = run_point(name, url, rate, seconds, postmaster, log, skiplock_options)
+                        point = run_point(name, url, rate, seconds, postmaster, log, skiplock_options,
+                                          args.tick / 1000)
                 except Exception as exc:
                     errors.append(f"{name} at {pct}%: {type(exc).__name__}: {exc}")
                     say(f"FAILED {errors[-1]}")
@@ -532,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     facts.update(date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), seconds_per_point=seconds,
                  wall_seconds=round(time.monotonic() - began), errors=errors, pg_settings=pg_settings,
                  jobs_options=jobs_options, skiplock_options=skiplock_options, probe_every=PROBE_EVERY,
+                 tick_ms=args.tick,
                  skiplock_module=bench.__file__,  # which skiplock ran (a PYTHONPATH checkout of another commit?)
                  command=" ".join(["python -m tests.benchmarks.curve", *(argv if argv is not None else sys.argv[1:])]))
     results["facts"] = facts
