@@ -250,8 +250,9 @@ def curve_markdown(results: dict[str, Any]) -> str:
              + (f"; skiplock workers {facts['skiplock_options']}" if facts.get("skiplock_options") else "")
              + f"), {facts['seconds_per_point']:.0f} s per point, every {facts['probe_every']}th job timed, "
              f"whole run {facts['wall_seconds']} s. Command: `{facts['command']}`.", "",
-             "Capacity (2-process drain on the same cluster): " + ", ".join(
+             "Capacity (the median of 2-process drains on the same cluster, each drain in brackets): " + ", ".join(
                  f"{s} {c['jobs_per_s']:,.0f} jobs/s" + (" (given)" if c.get("given") else "")
+                 + (f" ({', '.join(f'{d:,}' for d in c['drains_jobs_per_s'])})" if c.get("drains_jobs_per_s") else "")
                  for s, c in results["capacity"].items()), "",
              "| system | offered | jobs/s offered (sent) | p50 ms | p99 ms | max ms | peak backlog | not started "
              "| autovacuums of its table (elapsed s) | load avg | CPU % bench / workers / pg / autovacuum / others |",
