@@ -236,10 +236,17 @@ def console(url: str, requests: int) -> list[dict[str, Any]]:
     return rows
 
 
-def run(sizes: dict[str, Any], reps: int, with_console: bool = True) -> dict[str, Any]:
-    """Build the private cluster, measure every state `reps` times, time the console; stop the cluster."""
+def run(sizes: dict[str, Any], reps: int, with_console: bool = True,
+        pg_settings: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build the private cluster, measure every state `reps` times, time the console; stop the cluster.
+    `pg_settings` (name -> value) are set with ALTER SYSTEM and a restart before anything is built."""
     cluster = ThrowawayCluster()
     print(f"private cluster on port {cluster.port} ({cluster.root})", file=sys.stderr, flush=True)
+    if pg_settings:
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            for name, value in pg_settings.items():
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")  # a benchmark's own command-line lever
+        cluster.restart()  # shared_buffers and the like take effect only at start
     results: dict[str, Any] = {"states": {s: [] for s in STATES}, "console": [], "rows": {}}
     started = time.monotonic()
     try:
@@ -278,8 +285,9 @@ def _med(values: list[float]) -> str:
 def markdown(results: dict[str, Any], sizes: dict[str, Any], reps: int) -> str:
     """The states table (medians, ranges, ratios to the empty table) and the console's p95 per page."""
     st = results["states"]
+    levers = "".join(f", {k} = {v}" for k, v in results.get("pg_settings", {}).items())
     lines = [f"Growth benchmark (tests/benchmarks/growth.py), {results.get('date', '')}, {reps} repetition(s), "
-             f"private cluster (PostgreSQL {results.get('server', {}).get('server_version', '?')}), "
+             f"private cluster (PostgreSQL {results.get('server', {}).get('server_version', '?')}{levers}), "
              f"whole run {results.get('wall_seconds', '?')} s. Drain: {sizes['drain']:,} no-op jobs, 2 worker "
              f"processes; claim: the lean claim of {sizes['batch']}, {sizes['claims']} times. Median (min-max); "
              "ratios are of medians, and per repetition in brackets.", "",
@@ -344,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3, 1 with --quick)")
     parser.add_argument("--no-console", action="store_true", help="skip the console pages")
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"))
+    parser.add_argument("--pg", action="append", default=[],
+                        help="server setting name=value for the private cluster (e.g. shared_buffers=1GB)")
     parser.add_argument("--drain", type=int, default=None,
                         help="jobs per drain (default 20,000; under a second here: see compare.py --drain)")
     args = parser.parse_args(argv)
@@ -351,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.drain:
         sizes["drain"] = args.drain
     reps = args.reps or (1 if args.quick else 3)
-    results = run(sizes, reps, with_console=not args.no_console)
+    pg_settings = dict(item.split("=", 1) for item in args.pg)
+    results = run(sizes, reps, with_console=not args.no_console, pg_settings=pg_settings)
+    results["pg_settings"] = pg_settings
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
