@@ -109,6 +109,14 @@ class ThrowawayCluster:
         self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", mode, "-w", "-t", "60",
                    "-l", str(self.root / "log"), "restart"])
 
+    def reconfigure(self, settings: dict[str, str], lines: str = "") -> None:
+        """Append `lines` and `settings` (name -> value) to postgresql.conf and restart (benchmarks' levers,
+        shared_buffers among them, take effect only at start)."""
+        with open(self.datadir / "postgresql.conf", "a") as conf:
+            conf.write("\n" + lines)
+            conf.writelines(f"{k} = '{v}'\n" for k, v in settings.items())
+        self.restart()
+
     def migrated_database(self, name: str, extra_sql: str | None = None) -> str:
         """Create database `name` on this cluster, apply skiplock's migrations (and `extra_sql`); return its URL."""
         from skiplock.core.migrate import apply_migrations

@@ -428,10 +428,7 @@ def private_cluster(pg_settings: dict[str, str]) -> Iterator[Any]:
 
     cluster = ThrowawayCluster()
     try:
-        with open(cluster.datadir / "postgresql.conf", "a") as conf:
-            conf.write("\nautovacuum = on\nlog_autovacuum_min_duration = 0\n")
-            conf.writelines(f"{k} = '{v}'\n" for k, v in pg_settings.items())
-        cluster.restart()
+        cluster.reconfigure(pg_settings, "autovacuum = on\nlog_autovacuum_min_duration = 0\n")
         yield cluster
     finally:
         cluster.destroy()

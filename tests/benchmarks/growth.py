@@ -239,14 +239,11 @@ def console(url: str, requests: int) -> list[dict[str, Any]]:
 def run(sizes: dict[str, Any], reps: int, with_console: bool = True,
         pg_settings: dict[str, str] | None = None) -> dict[str, Any]:
     """Build the private cluster, measure every state `reps` times, time the console; stop the cluster.
-    `pg_settings` (name -> value) are set with ALTER SYSTEM and a restart before anything is built."""
+    `pg_settings` (name -> value) go into the cluster's configuration before anything is built."""
     cluster = ThrowawayCluster()
     print(f"private cluster on port {cluster.port} ({cluster.root})", file=sys.stderr, flush=True)
     if pg_settings:
-        with psycopg.connect(cluster.url, autocommit=True) as conn:
-            for name, value in pg_settings.items():
-                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")  # a benchmark's own command-line lever
-        cluster.restart()  # shared_buffers and the like take effect only at start
+        cluster.reconfigure(pg_settings)
     results: dict[str, Any] = {"states": {s: [] for s in STATES}, "console": [], "rows": {}}
     started = time.monotonic()
     try:
