@@ -37,7 +37,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +74,8 @@ class Adapter:
 
     name = ""
     table = ""  # the queue table whose vacuum is sampled ("" for Redis)
+    # job `seq`'s payload, sent at `stamp`: every PROBE_EVERY-th reports its start (bursts.py: every one)
+    payload: Callable[[int, float], dict[str, Any]] = staticmethod(steady_payload)
 
     def __init__(self, url: str, probe_port: int, options: dict[str, str]) -> None:
         self.url, self.probe_port, self.options = url, probe_port, options
@@ -105,7 +107,7 @@ class SkiplockLoad(Adapter):
     def send(self, first: int, n: int, stamp: float) -> None:
         from skiplock.core.producer import enqueue_many
 
-        enqueue_many([(BENCH_QUEUE, steady_payload(first + i, stamp)) for i in range(n)], conn=self.conn)
+        enqueue_many([(BENCH_QUEUE, self.payload(first + i, stamp)) for i in range(n)], conn=self.conn)
 
     def backlog(self, mon: psycopg.Connection[Any] | None) -> int:
         assert mon is not None
@@ -133,7 +135,7 @@ class PgQueuerLoad(Adapter):
             compare.stop(procs)
 
     def send(self, first: int, n: int, stamp: float) -> None:
-        payloads = [json.dumps(steady_payload(first + i, stamp)).encode() for i in range(n)]
+        payloads = [json.dumps(self.payload(first + i, stamp)).encode() for i in range(n)]
         self.loop.run_until_complete(self.q.enqueue(["bench"] * n, payloads, [0] * n))
 
     def backlog(self, mon: psycopg.Connection[Any] | None) -> int:
@@ -167,7 +169,7 @@ class CeleryLoad(Adapter):
     def send(self, first: int, n: int, stamp: float) -> None:
         with self.producer.batch():
             for i in range(n):
-                self.peer.bench.apply_async(kwargs=steady_payload(first + i, stamp), producer=self.producer)
+                self.peer.bench.apply_async(kwargs=self.payload(first + i, stamp), producer=self.producer)
 
     def backlog(self, mon: psycopg.Connection[Any] | None) -> int:
         return int(self.redis.llen(self.peer.QUEUE))

@@ -1,0 +1,142 @@
+"""One batch of jobs at a time, against its size: what the latency curve's points are made of (issue 19, part 2).
+
+    python -m tests.benchmarks.bursts [--sizes 1,10,25,50,100,200,400] [--bursts 40] [--gap-ms 30]
+        [--systems skiplock,pgqueuer-b50,celery-redis] [--out tests/benchmarks/results] [--name bursts]
+        [--quick]
+
+The curve's producer (curve.py) sends the jobs due every 20 ms tick as one batch: one enqueue call,
+one transaction. At X% of a system's own capacity a batch therefore holds X% x capacity x 20 ms
+jobs, and with a capacity ~6x PgQueuer's, skiplock's batches are ~6x larger at every point of the
+curve (at 25%: ~220 jobs against ~37). This takes that apart: one batch at a time, at each size,
+sent to idle workers (the same 2 worker processes, adapters and private cluster as the curve), every
+job reporting its start over loopback UDP; the next batch follows --gap-ms after the last job of
+this one started. Per batch, from the stamp taken just before the enqueue call: the commit (the
+call's return), and the first, median and last job's start. Reported: medians over --bursts
+batches after WARMUP uncounted ones (prepared statements, a first claim's plan), and the p90 of
+the last start. Writes <name>.json and <name>.md to --out.
+Not collected by pytest (no test_ prefix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from skiplock.tools import bench
+from skiplock.tools.bench import ProbeReceiver, percentile, wait_until
+from tests.benchmarks import compare, curve
+
+REPO = Path(__file__).resolve().parents[2]
+SIZES = [1, 10, 25, 50, 100, 200, 400]
+SYSTEMS = ["skiplock", "pgqueuer-b50", "celery-redis"]
+WARMUP = 5  # batches per size not counted
+BATCH_TIMEOUT = 30.0  # seconds for one batch's jobs to start: far past any batch here; a lost job fails the run
+
+
+def every_job_probes(seq: int, enqueued_at: float) -> dict[str, Any]:
+    """A bench job that reports its start (bench_tasks.bench_job), whatever its number."""
+    return {"p": seq, "t": enqueued_at}
+
+
+def measure(name: str, url: str, sizes: list[int], bursts: int, gap: float) -> list[dict[str, Any]]:
+    """`bursts` batches of each size for `name`'s 2 workers: per size, the batches' medians (ms)."""
+    probe = ProbeReceiver()
+    adapter = curve.ADAPTERS[name](url, probe.port, {})
+    adapter.payload = every_job_probes
+    rows = []
+    try:
+        with adapter.workers():
+            sent = 0
+            for size in sizes:
+                batches = []
+                for n in range(WARMUP + bursts):
+                    stamp = time.time()
+                    adapter.send(sent, size, stamp)
+                    committed = time.time()
+                    first, sent = sent, sent + size
+                    # every earlier job has reported, so the count says when this batch has started
+                    wait_until(lambda total=sent: len(probe.samples) >= total, BATCH_TIMEOUT,
+                               f"{name}'s batch of {size}", interval=0.0005)
+                    starts = sorted(probe.samples[seq][1] - stamp for seq in range(first, sent))
+                    if n >= WARMUP:
+                        batches.append({"commit": committed - stamp, "first": starts[0],
+                                        "median": starts[len(starts) // 2], "last": starts[-1]})
+                    time.sleep(gap)  # idle workers before the next batch: pacing, not synchronisation
+                ms = {key: [b[key] * 1000 for b in batches] for key in ("commit", "first", "median", "last")}
+                rows.append({"system": name, "size": size, "bursts": len(batches),
+                             **{f"{key}_ms": statistics.median(values) for key, values in ms.items()},
+                             "last_p90_ms": percentile(ms["last"], 90)})
+    finally:
+        probe.close()
+        adapter.close()
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    facts = results["facts"]
+    systems = list(dict.fromkeys(r["system"] for r in results["rows"]))
+    lines = [f"Batches alone (tests/benchmarks/bursts.py), {facts['date']}, {facts['cpu_count']} CPUs, private cluster "
+             f"({facts['server_version']}), 2 worker processes each, {facts['bursts']} batches per size, "
+             f"{facts['gap_ms']:.0f} ms between them; ms from the stamp before the enqueue call, medians "
+             "(last start: median, p90). Command: `" + facts["command"] + "`.", "",
+             "| jobs in the batch | " + " | ".join(f"{s}: commit / first / median / last (p90) start"
+                                                  for s in systems) + " |",
+             "|---|" + "---|" * len(systems)]
+    for size in dict.fromkeys(r["size"] for r in results["rows"]):
+        cells = []
+        for system in systems:
+            row = next((r for r in results["rows"] if r["system"] == system and r["size"] == size), None)
+            cells.append("-" if row is None else
+                         f"{row['commit_ms']:.2f} / {row['first_ms']:.2f} / {row['median_ms']:.2f} / "
+                         f"{row['last_ms']:.2f} ({row['last_p90_ms']:.2f})")
+        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
+    if results["errors"]:
+        lines += ["", "Errors: " + "; ".join(results["errors"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="jobs per batch")
+    parser.add_argument("--bursts", type=int, default=40, help="batches counted per size")
+    parser.add_argument("--gap-ms", type=float, default=30.0, help="ms between a batch's last start and the next")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"))
+    parser.add_argument("--name", default="bursts", help="file name stem of the results")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: sizes 1 and 10, 3 batches each")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: workers and the private cluster stop
+    sizes = [1, 10] if args.quick else [int(s) for s in args.sizes.split(",")]
+    bursts = 3 if args.quick else args.bursts
+    began = time.monotonic()
+    results: dict[str, Any] = {"rows": [], "errors": []}
+    with curve.private_cluster({}) as cluster:
+        facts = bench.server_facts(cluster.url)
+        for name in [s for s in args.systems.split(",") if s]:
+            print(f"[{time.monotonic() - began:5.0f}s] {name}", file=sys.stderr, flush=True)
+            try:
+                with curve.point_database(cluster.url, name, {}) as url:
+                    results["rows"] += measure(name, url, sizes, bursts, args.gap_ms / 1000)
+            except Exception as exc:
+                results["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
+    facts.update(compare.versions(), date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), bursts=bursts,
+                 gap_ms=args.gap_ms, wall_seconds=round(time.monotonic() - began), skiplock_module=bench.__file__,
+                 command=" ".join(["python -m tests.benchmarks.bursts", *(argv if argv is not None else sys.argv[1:])]))
+    results["facts"] = facts
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / f"{args.name}.md").write_text(markdown(results))
+    print((out / f"{args.name}.md").read_text())
+    return 1 if results["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
