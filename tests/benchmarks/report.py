@@ -278,6 +278,14 @@ def curve_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load_axis(capacity: dict[str, Any]) -> str:
+    """The x axis: each system's own measured capacity, or one rate given to every system (--capacity)."""
+    given = {c["jobs_per_s"] for c in capacity.values() if c.get("given")}
+    if len(given) == 1 and all(c.get("given") for c in capacity.values()):
+        return f"offered load, % of {given.pop():,.0f} jobs/s (the same rates for every system)"
+    return "offered load, % of the system's own 2-process capacity"
+
+
 def curve_plot(results: dict[str, Any], path: Path) -> None:
     """p99 (solid) and p50 (dashed) against offered load, log scale; and skiplock's 50% point over time."""
     import matplotlib
@@ -294,7 +302,7 @@ def curve_plot(results: dict[str, Any], path: Path) -> None:
         ax.plot(x, [p["p50_ms"] for p in pts], marker=".", linestyle="--", color=color, label=f"{system} p50")
     ax.axhline(250, color="black", linewidth=0.6, linestyle=":")
     ax.set_yscale("log")
-    ax.set_xlabel("offered load, % of the system's own 2-process capacity")
+    ax.set_xlabel(_load_axis(results["capacity"]))
     ax.set_ylabel("end-to-end latency, ms (log)")
     ax.set_title(f"latency against load, autovacuum on, {results['facts']['seconds_per_point']:.0f} s per point",
                  fontsize=9)
