@@ -20,6 +20,7 @@ Not collected by pytest (no test_ prefix).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import statistics
@@ -45,6 +46,11 @@ def every_job_probes(seq: int, enqueued_at: float) -> dict[str, Any]:
     return {"p": seq, "t": enqueued_at}
 
 
+def _all_reported(probe: ProbeReceiver, jobs: int) -> bool:
+    """The first `jobs` jobs have all reported their start (each job reports once)."""
+    return len(probe.samples) >= jobs
+
+
 def measure(name: str, url: str, sizes: list[int], bursts: int, gap: float) -> list[dict[str, Any]]:
     """`bursts` batches of each size for `name`'s 2 workers: per size, the batches' medians (ms)."""
     probe = ProbeReceiver()
@@ -62,7 +68,7 @@ def measure(name: str, url: str, sizes: list[int], bursts: int, gap: float) -> l
                     committed = time.time()
                     first, sent = sent, sent + size
                     # every earlier job has reported, so the count says when this batch has started
-                    wait_until(lambda total=sent: len(probe.samples) >= total, BATCH_TIMEOUT,
+                    wait_until(functools.partial(_all_reported, probe, sent), BATCH_TIMEOUT,
                                f"{name}'s batch of {size}", interval=0.0005)
                     starts = sorted(probe.samples[seq][1] - stamp for seq in range(first, sent))
                     if n >= WARMUP:
