@@ -28,6 +28,17 @@ def test_copy_bulk_enqueue_returns_ids_in_order_with_defaults(conn):
     assert rows[-1][1:6] == ("t2", [1], 7, 3, "queued")
 
 
+@pytest.mark.parametrize("n", [COPY_THRESHOLD - 1, COPY_THRESHOLD])
+def test_batches_on_either_side_of_the_copy_threshold_store_the_same_rows(conn, n):
+    # below the threshold the unnest INSERT, from it COPY: the same columns, defaults and order
+    ids = enqueue_many([("t1", {"n": i, "s": "ü"}) for i in range(n)])
+    rows = conn.execute("SELECT id, queue, payload, priority, max_attempts, status::text, attempts, run_at <= now(), "
+                        "unique_key, lock_key, tenant, version FROM jobs ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ids and len(ids) == n
+    assert [r[2] for r in rows] == [{"n": i, "s": "ü"} for i in range(n)]
+    assert {r[1:2] + r[3:] for r in rows} == {("t1", 0, 20, "queued", 0, True, None, None, None, 1)}
+
+
 def test_copy_bulk_enqueue_joins_the_callers_transaction_and_notifies(db_url, conn, spawn_worker):
     # the trigger notifies only while a worker waits (migration 014): one idle worker on another queue
     spawn_worker(SKIPLOCK_QUEUES="t4")
