@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import signal
 import statistics
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 from skiplock.tools import bench
 from skiplock.tools.bench import ProbeReceiver, percentile, wait_until
 from tests.benchmarks import compare, curve
+from tests.benchmarks.report import write_results
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = [1, 10, 25, 50, 100, 200, 400]
@@ -136,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                  gap_ms=args.gap_ms, wall_seconds=round(time.monotonic() - began), skiplock_module=bench.__file__,
                  command=" ".join(["python -m tests.benchmarks.bursts", *(argv if argv is not None else sys.argv[1:])]))
     results["facts"] = facts
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / f"{args.name}.md").write_text(markdown(results))
-    print((out / f"{args.name}.md").read_text())
+    write_results(args.out, args.name, results, markdown(results))
     return 1 if results["errors"] else 0
 
 

@@ -549,14 +549,10 @@ def main(argv: list[str] | None = None) -> int:
                  skiplock_module=bench.__file__,  # which skiplock ran (a PYTHONPATH checkout of another commit?)
                  command=" ".join(["python -m tests.benchmarks.curve", *(argv if argv is not None else sys.argv[1:])]))
     results["facts"] = facts
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1, default=str))
-    from tests.benchmarks.report import curve_markdown, curve_plot
+    from tests.benchmarks.report import curve_markdown, curve_plot, write_results
 
-    (out / f"{args.name}.md").write_text(curve_markdown(results))
+    out = write_results(args.out, args.name, results, curve_markdown(results))
     curve_plot(results, out / f"{args.name}.png")
-    print((out / f"{args.name}.md").read_text())
     return 1 if errors else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,16 @@ from typing import Any
 SYSTEMS = ["skiplock", "pgqueuer-b10", "pgqueuer-b50", "procrastinate", "celery-redis", "celery-redis-prefork",
            "raw-psycopg", "pgbench"]
 THROUGHPUT = ["enqueue_p1", "enqueue_p4", "enqueue_sqlalchemy", "bulk", "drain_w1", "drain_w2", "recipe", "drain_async"]
+
+
+def write_results(out: str | Path, name: str, results: dict[str, Any], markdown: str) -> Path:
+    """A benchmark's <name>.json and <name>.md in `out` (made if missing); prints the Markdown; returns `out`."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
+    (folder / f"{name}.md").write_text(markdown)
+    print(markdown)
+    return folder
 
 
 def _stat(reps: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
