@@ -39,6 +39,18 @@ def test_batches_on_either_side_of_the_copy_threshold_store_the_same_rows(conn, 
     assert {r[1:2] + r[3:] for r in rows} == {("t1", 0, 20, "queued", 0, True, None, None, None, 1)}
 
 
+def test_a_big_batch_on_a_pipelined_connection_is_inserted_without_copy(db_url, conn):
+    # libpq refuses COPY in pipeline mode ("COPY cannot be used in pipeline mode"): the batch that
+    # would take COPY goes through the unnest INSERT instead, in the caller's transaction
+    with psycopg.connect(db_url) as tx:
+        with tx.pipeline():
+            ids = enqueue_many([("t1", {"n": i}) for i in range(COPY_THRESHOLD + 10)], conn=tx)
+        assert scalar(conn, "SELECT count(*) FROM jobs") == 0  # not committed yet
+        tx.commit()
+    rows = conn.execute("SELECT id, payload FROM jobs ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ids and [r[1] for r in rows] == [{"n": i} for i in range(COPY_THRESHOLD + 10)]
+
+
 def test_copy_bulk_enqueue_joins_the_callers_transaction_and_notifies(db_url, conn, spawn_worker):
     # the trigger notifies only while a worker waits (migration 014): one idle worker on another queue
     spawn_worker(SKIPLOCK_QUEUES="t4")

@@ -374,8 +374,9 @@ def enqueue_many(
     specs = _many_specs(jobs)
     if not specs:
         return []
-    # COPY is psycopg 3's; other drivers take the unnest INSERT, which is correct for any size
-    if (len(specs) >= COPY_THRESHOLD and (raw is None or isinstance(raw, psycopg.Connection))
+    # COPY is psycopg 3's, outside pipeline mode (libpq refuses COPY there); other drivers and a
+    # pipelined connection take the unnest INSERT, which is correct for any size
+    if (len(specs) >= COPY_THRESHOLD and (raw is None or _copy_allowed(raw))
             and all(s.unique_key is None and s.run_at is None and s.lock_key is None and s.tenant is None
                     for s in specs)):
         if raw is not None:
@@ -384,6 +385,11 @@ def enqueue_many(
             return _copy_specs(pooled, specs)
     rows = _execute(raw, queries.ENQUEUE_MANY, _many_params(specs))
     return [row[0] for row in rows]
+
+
+def _copy_allowed(conn: Any) -> bool:
+    """A psycopg 3 connection not in pipeline mode (`with conn.pipeline():`), where COPY fails."""
+    return isinstance(conn, psycopg.Connection) and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
 
 
 def _default_attempts(queue: Any, settings: Settings) -> int:
