@@ -64,3 +64,38 @@ def test_a_line_printed_from_a_signal_handler_during_another_waits_for_it() -> N
     print("worker | job 1 ok", file=out, flush=True)
     print("system | sending SIGTERM", file=out, flush=True)
     assert stream.getvalue() == "worker | job 1 ok\nsystem | SIGINT received\nsystem | sending SIGTERM\n"
+
+
+def test_a_line_printed_from_a_signal_handler_during_a_flush_waits_for_it() -> None:
+    """The same signal may land while the main thread flushes (print(..., flush=True) after a line):
+    the handler's own flush re-entered the stream's and raised RuntimeError (CI, 2026-11-24)."""
+    import io
+
+    from skiplock.tools.dev import SignalSafeOutput
+
+    class InterruptedFlush(io.StringIO):
+        """A stream whose first flush is interrupted by a 'signal handler' that prints and flushes."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.wrapper: SignalSafeOutput | None = None
+            self.flushing = False
+
+        def flush(self) -> None:
+            if self.flushing:
+                raise RuntimeError("reentrant call inside flush")  # what io.BufferedWriter does
+            self.flushing = True
+            try:
+                if self.wrapper is not None:
+                    wrapper, self.wrapper = self.wrapper, None
+                    print("system | SIGINT received", file=wrapper, flush=True)
+                super().flush()
+            finally:
+                self.flushing = False
+
+    stream = InterruptedFlush()
+    out = SignalSafeOutput(stream)
+    print("worker | job 1 ok", file=out)
+    stream.wrapper = out
+    out.flush()
+    assert stream.getvalue() == "worker | job 1 ok\nsystem | SIGINT received\n"

@@ -87,10 +87,11 @@ class SignalSafeOutput:
     """sys.stdout for honcho's printer, safe against honcho's own signal handler.
 
     On Ctrl-C honcho prints "SIGINT received" from its signal handler, which runs in the main
-    thread, possibly in the middle of printing a process's line there: the buffered stdout then
-    raises "RuntimeError: reentrant call inside <_io.BufferedWriter>" and `skiplock dev` ended in a
-    traceback (seen in test_package while the demo's jobs were logging). A write that arrives
-    during another waits, and is written once the interrupted line is complete.
+    thread, possibly in the middle of printing a process's line there, or of flushing it: the
+    buffered stdout then raises "RuntimeError: reentrant call inside <_io.BufferedWriter>" and
+    `skiplock dev` ended in a traceback (seen in test_package while the demo's jobs were logging,
+    once in a write, once in a flush). A write or flush that arrives during another waits, and
+    what it wrote is written once the interrupted one is complete.
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -116,9 +117,19 @@ class SignalSafeOutput:
             self.stream.write(self._pending.pop(0))
 
     def flush(self) -> None:
-        if not self._busy:
-            self._write_pending()
-            self.stream.flush()
+        # the handler may also land inside this flush: its line and flush then wait like a write's,
+        # and this one writes what they left before it returns
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            while True:
+                self._write_pending()
+                self.stream.flush()
+                if not self._pending:
+                    break
+        finally:
+            self._busy = False
 
     def isatty(self) -> bool:
         return self.stream.isatty()
