@@ -2,6 +2,7 @@
 
     python -m tests.benchmarks.compare [--quick] [--reps 3] [--out tests/benchmarks/results]
     python -m tests.benchmarks.compare --only curve    (latency against load: tests/benchmarks/curve.py)
+    python -m tests.benchmarks.compare --only bursts   (one batch at a time: tests/benchmarks/bursts.py)
 
 Needs the `bench` extra (pgqueuer + asyncpg, procrastinate, celery[redis], matplotlib), pgbench and a
 Redis on 127.0.0.1:6379 (tests/benchmarks/celery_peer.py says which database it flushes). Every
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import shutil
@@ -617,15 +619,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=int, default=None,
                         help="jobs per drain (default 20,000): a larger drain measures a rate, not a start-up")
     args = parser.parse_args(argv)
-    if "curve" in args.only.split(","):
-        # Issue 19 part 2: latency against load runs on a private cluster of its own (autovacuum on),
-        # not on DATABASE_URL's server, and takes ~50 min; only when asked for by name.
-        from tests.benchmarks import curve
-
-        curve.main(["--out", args.out, *(["--quick"] if args.quick else [])]
-                   + (["--systems", args.systems] if args.systems else []))
-        if args.only == "curve":
-            return 0
+    # Issue 19 part 2's latency against load (~50 min) and its batches alone run on a private cluster
+    # of their own (autovacuum on), not on DATABASE_URL's server; only when asked for by name.
+    own_cluster = [name for name in ("curve", "bursts") if name in args.only.split(",")]
+    for name in own_cluster:
+        benchmark = importlib.import_module(f"tests.benchmarks.{name}")
+        benchmark.main(["--out", args.out, *(["--quick"] if args.quick else [])]
+                       + (["--systems", args.systems] if args.systems else []))
+    if own_cluster and set(args.only.split(",")) <= set(own_cluster):
+        return 0
     sizes = dict(QUICK if args.quick else FULL)
     if args.drain:
         sizes["drain"] = args.drain
