@@ -292,3 +292,66 @@ def test_a_notify_for_the_token_being_written_leaves_the_worker_unregistered(db_
     assert waiting.enter() is True
     assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 1
     assert waiting.enter() is False  # registered: no second write
+
+
+class _ParkRecorder(threading.Event):
+    """The claim loop's wake-up Event, recording how many claims the worker had made at each long wait
+    (the idle wait of the poll interval, 60 s here): where the loop parked, and after how many claims."""
+
+    def __init__(self, claims: Any) -> None:
+        super().__init__()
+        self.claims = claims
+        self.parks: list[int] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None and timeout >= 30:
+            self.parks.append(len(self.claims()))
+        return super().wait(timeout)
+
+
+def test_after_an_empty_claim_an_idle_worker_registers_first_and_claims_once(
+        db_url: str, conn: Any, monkeypatch: Any) -> None:
+    # A job handed to an idle worker wakes its claim loop, which claims while the job runs and finds
+    # nothing. When the job ends, the loop used to claim again (nothing), register as a waiter, and
+    # claim once more (nothing): two empty claims per idle spell. Its last claim having found nothing,
+    # it now registers first, and the claim after registering (needed: a job may have committed just
+    # before the token) is the only one (runner.Worker._claim_loop, lanes.Lane.found_nothing).
+    release = threading.Event()
+    started: list[int] = []
+    registry = Registry()
+
+    def handler(payload: Any) -> None:
+        if payload.get("block"):
+            started.append(len(worker.counters.claim_seconds))  # claims made by the time it started
+            assert release.wait(30)
+
+    registry.add(Task("idle_spell", handler, wants_job=False))
+    monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
+    worker = Worker(load_settings(), registry=registry, queues=["idle_spell"])
+    wake = _ParkRecorder(lambda: worker.counters.claim_seconds)
+    worker._wake = wake
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    try:
+        registered = "SELECT count(*) FROM queue_waiters WHERE queue = 'idle_spell'"
+        wait_for(lambda: scalar(conn, registered) == 1, timeout=30, message="registered")
+        for n in range(3):  # short jobs first: with short handlers a busy worker does not register
+            conn.execute("INSERT INTO jobs (queue, payload) VALUES ('idle_spell', %s)",
+                         (psycopg.types.json.Jsonb({"n": n}),))
+            wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'idle_spell'") == 0
+                     and scalar(conn, registered) == 1, timeout=30, message="the short job done, registered again")
+        conn.execute("INSERT INTO jobs (queue, payload) VALUES ('idle_spell', '{\"block\": true}')")
+        wait_for(lambda: bool(started), timeout=30, message="the blocking job to start")
+        at_start = started[0]
+        wait_for(lambda: len(worker.counters.claim_seconds) == at_start + 1, timeout=30,
+                 message="the claim the job's start wakes the loop for")
+        assert scalar(conn, registered) == 0  # busy with short handlers: no token while it runs
+        release.set()
+        wait_for(lambda: bool(wake.parks) and wake.parks[-1] > at_start + 1, timeout=30,
+                 message="the loop to park after the job")
+        assert wake.parks[-1] == at_start + 2, f"{wake.parks[-1] - at_start - 1} claims after the job, 1 expected"
+        assert scalar(conn, registered) == 1
+    finally:
+        release.set()
+        worker.request_stop()
+        thread.join(timeout=60)

@@ -394,6 +394,11 @@ class Worker:
                 # A claim is a round trip and a commit: take a few places only when nothing is held,
                 # else wait until enough are open to be worth it (_finish wakes us at the threshold).
                 if free > 0 and (free >= threshold or not busy):
+                    if not busy and lane.found_nothing and not self._finish_wakes_soon():
+                        # Its last claim found nothing, so this one likely would too, and an idle
+                        # lane's empty claim is followed by a registration and another claim (below).
+                        # Registering first makes this claim that second one (Lane.found_nothing).
+                        self._waiting.enter()
                     want = min(free, self.settings.batch_size)
                     with lane.claiming:  # the listener may be claiming for this lane (_claim_on_notify)
                         jobs = self._claim_or_back_off(lane, want)
@@ -539,6 +544,7 @@ class Worker:
             self.flow.observe(jobs)
             tracing.remember_contexts(conn, [j.id for j in jobs])  # a no-op without OpenTelemetry
         elapsed = time.perf_counter() - started
+        lane.found_nothing = not jobs
         if jobs:  # an empty claim writes nothing, so it skips the commit's WAL flush: not typical
             lane.sizing.observe_claim(elapsed)
         self.latency.observe("claim", elapsed)
@@ -685,11 +691,15 @@ class Worker:
             capacity, threshold = lane.plan
             free = capacity - lane.held
             idle = not lane.held
+        slot_freed = False
         if not acked:
             self.acker.put(outcome)  # wakes the acker at once when a whole batch is waiting
         elif self.flow.note_finished({job.queue}):
-            free = threshold  # completed in the handler's transaction: a limited queue's slot is free now
-        if (free >= threshold or idle) and not self._wake.is_set():
+            slot_freed = True  # completed in the handler's transaction: a limited queue's slot is free now
+        # After a claim that found nothing, only the lane's last finish wakes the loop: a claim at
+        # the threshold would find nothing again unless jobs arrived meanwhile (Lane.found_nothing).
+        wake = idle or slot_freed or (free >= threshold and not lane.found_nothing)
+        if wake and not self._wake.is_set():
             self._wake.set()
 
     def _after_ack(self, outcomes: list[core.Outcome]) -> None:
