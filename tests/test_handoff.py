@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from skiplock import enqueue
+from skiplock import enqueue, enqueue_many
 from skiplock.core import core, handoff
 from skiplock.core.limits import set_limit
 from skiplock.core.waiting import Waiting
@@ -80,16 +80,60 @@ def test_a_new_job_is_claimed_for_the_waiting_worker_and_sent_in_the_notify(
     assert job.started_at == started and job.created_at is not None and job.run_at is not None
 
 
-def test_the_other_waiting_workers_get_the_plain_notify(db_url: str, conn: psycopg.Connection,
-                                                         listener: FakeListener) -> None:
+def test_a_single_job_wakes_one_worker_and_the_others_stay_registered(db_url: str, conn: psycopg.Connection,
+                                                                       listener: FakeListener) -> None:
+    # migration 024: a transaction's one job takes only its worker's tokens, and no plain NOTIFY
+    _register(db_url, "w1", ["ho", "other"], listener.key)
+    other = FakeListener(db_url)
+    try:
+        _register(db_url, "w2", ["ho", "other"], other.key)
+        job_id = enqueue("ho", {})
+        handed_to = scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (job_id,))
+        assert handed_to == "w1"  # the longest waiting
+        assert [c for c, _ in listener.notes()] == [handoff.HANDOFF_CHANNEL]
+        assert [(w, q) for w, q in conn.execute("SELECT worker_id, queue FROM queue_waiters ORDER BY queue")] == [
+            ("w2", "ho"), ("w2", "other")]
+        job_id = enqueue("ho", {})  # the next producer finds w2's token
+        assert scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (job_id,)) == "w2"
+        # w2 heard both hand-offs (the channel is everyone's; each names its worker) and no plain NOTIFY
+        assert [(c, handoff.parse(p)[0]) for c, p in other.notes()] == [
+            (handoff.HANDOFF_CHANNEL, "w1"), (handoff.HANDOFF_CHANNEL, "w2")]
+        assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+    finally:
+        other.conn.close()
+
+
+def test_a_transaction_of_several_jobs_wakes_every_waiting_worker(db_url: str, conn: psycopg.Connection,
+                                                                  listener: FakeListener) -> None:
+    # more than one job: the newest is handed over, every token is taken, the others get the plain NOTIFY
     _register(db_url, "w1", ["ho"], listener.key)
     other = FakeListener(db_url)
     try:
         _register(db_url, "w2", ["ho"], other.key)
-        job_id = enqueue("ho", {})
-        handed_to = scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (job_id,))
-        assert handed_to == "w1"  # the longest waiting
+        ids = enqueue_many([("ho", {"n": n}) for n in range(3)])
+        assert scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (max(ids),)) == "w1"
         assert [c for c, _ in listener.notes()] == [handoff.HANDOFF_CHANNEL, "skiplock_jobs"]
+        assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
+        assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'ho' AND status = 'queued'") == 2
+    finally:
+        other.conn.close()
+
+
+def test_one_job_per_statement_in_one_transaction_goes_to_one_worker_each(
+        db_url: str, conn: psycopg.Connection, listener: FakeListener) -> None:
+    # the first statement's job is the transaction's only one so far: w1's tokens alone; the second
+    # finds w2's token and hands its job there. Both NOTIFYs arrive at the commit, nothing is left queued.
+    _register(db_url, "w1", ["ho"], listener.key)
+    other = FakeListener(db_url)
+    try:
+        _register(db_url, "w2", ["ho"], other.key)
+        with conn.transaction():
+            first = enqueue("ho", {"n": 1}, conn=conn)
+            second = enqueue("ho", {"n": 2}, conn=conn)
+        assert [scalar(conn, "SELECT worker_id FROM jobs WHERE id = %s", (i,)) for i in (first, second)] == ["w1", "w2"]
+        assert [(c, handoff.parse(p)[0]) for c, p in listener.notes()] == [
+            (handoff.HANDOFF_CHANNEL, "w1"), (handoff.HANDOFF_CHANNEL, "w2")]
+        assert scalar(conn, "SELECT count(*) FROM queue_waiters") == 0
     finally:
         other.conn.close()
 
@@ -266,3 +310,33 @@ def test_a_worker_stopping_while_a_producer_holds_its_token_leaves_no_job_behind
     # whatever the order, the job is queued again, not running under a stopped worker's id
     row = conn.execute("SELECT status, worker_id, attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert row == ("queued", None, 0)
+
+
+def test_two_real_workers_a_single_job_takes_one_workers_token_and_leaves_the_others(
+        db_url: str, conn: psycopg.Connection, spawn_worker: Any) -> None:
+    # migration 024, end to end: each single-job enqueue is handed to one of two idle worker processes;
+    # the other is not woken, so its token row is the same row before and after (the old trigger took
+    # it and sent a NOTIFY, and the worker wrote a new one)
+    workers = [spawn_worker(SKIPLOCK_TASKS="tests.handlers", SKIPLOCK_QUEUES="t1", SKIPLOCK_POLL_INTERVAL="60")
+               for _ in range(2)]
+    pids = {str(w.pid) for w in workers}
+
+    def tokens() -> dict[str, Any]:  # pid -> its token's `since`, keyed tokens only
+        return {r[0].split(":")[1]: r[1] for r in conn.execute(
+            "SELECT worker_id, since FROM queue_waiters WHERE listen_key IS NOT NULL AND queue = 't1'")}
+
+    ran_on: list[int] = []
+    for n in range(6):
+        wait_for(lambda: set(tokens()) == pids, message="both idle workers' tokens")
+        before = tokens()
+        job_id = enqueue("t1", {"n": n})
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs") == 0, message="the job done")
+        [(attempt, pid)] = _effects(conn, job_id)
+        assert attempt == 1
+        ran_on.append(pid)
+        wait_for(lambda: set(tokens()) == pids, message="the worker that ran it registered again")
+        after = tokens()
+        [other] = pids - {str(pid)}
+        assert after[other] == before[other], "the other worker's token was taken"
+        assert after[str(pid)] != before[str(pid)]
+    assert {str(p) for p in ran_on} == pids  # the longest-waiting worker gets each: both get some
