@@ -111,3 +111,20 @@ def test_concurrent_claims_never_run_one_key_twice(db_url: str, conn: psycopg.Co
 
     race(6, claimer)  # no claimer sees an error
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'") == 0
+
+
+def test_a_keys_next_job_starts_when_the_one_before_is_acked_not_at_the_next_poll(
+        db_url: str, conn: psycopg.Connection, spawn_worker: Callable[..., Any]) -> None:
+    # One key's jobs on an idle worker: each becomes claimable only when the one before is acked, and
+    # no producer's NOTIFY announces that. The ack wakes the claim loop (Worker._after_ack); before,
+    # each of them waited for a poll (5 jobs: 4 s at the default 1 s). With a 60 s poll, a chain
+    # that ends within the deadline was woken by its acks.
+    conn.execute(FLOW_RUNS)
+    spawn_worker(SKIPLOCK_TASKS=TASKS, SKIPLOCK_QUEUES="flow_keyed", SKIPLOCK_POLL_INTERVAL="60")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 1, timeout=60, message="the idle worker")
+    enqueue_many([{"queue": "flow_keyed", "payload": {"key": "account:7", "n": n}, "lock_key": "account:7"}
+                  for n in range(5)])
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'flow_keyed'") == 0,
+             timeout=30, message="the key's 5 jobs, one after another (a poll is 60 s)")
+    assert scalar(conn, "SELECT count(DISTINCT job_id) FROM flow_runs WHERE lock_key = 'account:7'") == 5
+    assert _overlaps(conn, "flow_keyed") == []

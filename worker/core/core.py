@@ -226,15 +226,27 @@ def ack_batch(
     never written over the run that owns the job now.
     `history` says what a success does: delete the row, keep it as succeeded, or move it to jobs_history.
     """
+    return ack_batch_with_keys(conn, worker_id, outcomes, history=history)[0]
+
+
+def ack_batch_with_keys(
+    conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome], *,
+    history: HistoryMode | str = HistoryMode.DELETE,
+) -> tuple[set[int], bool]:
+    """ack_batch, and whether a written job had a lock key: the key's next job may be claimable now.
+
+    Nothing else tells a worker so: no producer inserts it, so no NOTIFY comes, and a claim made
+    before this ack committed passed it over (the key was still running). The worker claims again.
+    """
     if not outcomes:
-        return set()
+        return set(), False
     snoozed: set[int] = set()
     if any(o.status == OutcomeStatus.SNOOZED for o in outcomes):
         # rare, so a statement of their own keeps the hot ack statement as it is (worker/core/snooze.py)
         snoozed = snooze_batch(conn, worker_id, [o for o in outcomes if o.status == OutcomeStatus.SNOOZED])
         outcomes = [o for o in outcomes if o.status != OutcomeStatus.SNOOZED]
         if not outcomes:
-            return snoozed
+            return snoozed, False
     ok = [o for o in outcomes if o.status == OutcomeStatus.OK]
     errors = [o for o in outcomes if o.status != OutcomeStatus.OK]
     attempts.record(conn, worker_id, [o for o in errors if o.error])  # history of errors (worker/core/attempts.py)
@@ -253,7 +265,7 @@ def ack_batch(
     params["err_headline"] = [h for h, _ in summaries]
     params["err_group"] = [g for _, g in summaries]
     rows = conn.execute(_ACK_BY_HISTORY[HistoryMode(history)], params).fetchall()
-    return {row[0] for row in rows} | snoozed
+    return {row[0] for row in rows} | snoozed, any(row[1] is not None for row in rows)
 
 
 def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str) -> tuple[str, dict[str, Any]]:

@@ -280,7 +280,7 @@ _DELETE_OK_RUNS = f"""DELETE FROM jobs j
 _ACK_OK_DELETE = f"""
 ok AS (
     {_DELETE_OK_RUNS}
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.lock_key
 )"""
 
 # Successes kept as 'succeeded' rows (SKIPLOCK_HISTORY_MODE=keep); the pruner removes them later.
@@ -290,7 +290,7 @@ ok AS (
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
       FROM {_OK_RUNS}
      WHERE {_FENCE}
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.lock_key
 )"""
 
 # Successes moved to the monthly-partitioned jobs_history (SKIPLOCK_HISTORY_MODE=partitioned):
@@ -306,7 +306,7 @@ moved AS (
            attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
       FROM moved
 ), ok AS (
-    SELECT id, queue FROM moved
+    SELECT id, queue, lock_key FROM moved
 )"""
 
 # Failures: requeued with their backoff, or finished as dead/failed; then the stats row.
@@ -327,7 +327,7 @@ errored AS (
            AS v(id, attempt, status, delay, error, headline, grp)
            {_own_rows(with_attempt=True)}
      WHERE {_FENCE}
-    RETURNING j.id, j.queue, v.status
+    RETURNING j.id, j.queue, v.status, j.lock_key
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
     SELECT date_trunc('minute', now()), s.queue, %(worker_id)s,
@@ -344,7 +344,8 @@ errored AS (
            failed = job_stats.failed + EXCLUDED.failed,
            dead = job_stats.dead + EXCLUDED.dead
 )
-SELECT id FROM ok UNION ALL SELECT id FROM errored
+-- each written job's lock key: its end may let the key's next job be claimed (core.ack_batch_with_keys)
+SELECT id, lock_key FROM ok UNION ALL SELECT id, lock_key FROM errored
 """
 
 # Ack a batch, successes deleted.

@@ -38,7 +38,7 @@ class Acker:
     def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
                  held: HeldJobs, row_writes: threading.Lock, counters: Counters, latency: LatencyRecorder, *,
                  batch: int, interval: float, history: HistoryMode | str,
-                 on_written: Callable[[list[core.Outcome]], None] | None = None) -> None:
+                 on_written: Callable[[list[core.Outcome], bool], None] | None = None) -> None:
         self._connect = connect
         self.worker_id = worker_id
         self.held = held
@@ -49,7 +49,9 @@ class Acker:
         self.batch = batch
         self.interval = interval
         self.history = history
-        self.on_written = on_written  # told of each written batch (the worker: limited queues' slots are free)
+        # told of each written batch, and whether it ended a lock-keyed job (the worker: limited queues'
+        # slots are free, a key's next job may be claimable)
+        self.on_written = on_written
         self._outcomes: queue.SimpleQueue[core.Outcome] = queue.SimpleQueue()
         self._full = threading.Event()  # a whole batch is waiting: write before the interval ends
         self._holding = 0  # outcomes a pass has taken and is gathering a batch around
@@ -121,7 +123,7 @@ class Acker:
         try:
             started = time.perf_counter()
             with self._row_writes, self._connect() as conn:
-                written = core.ack_batch(conn, self.worker_id, outcomes, history=self.history)
+                written, keys_freed = core.ack_batch_with_keys(conn, self.worker_id, outcomes, history=self.history)
                 # forget the ids before a heartbeat can run: it would otherwise find the rows gone
                 # and report leases lost for jobs that were just acked
                 self.held.acked([outcome.job_id for outcome in outcomes])
@@ -142,5 +144,5 @@ class Acker:
             else:
                 setattr(self.counters, COUNTER[outcome.status], getattr(self.counters, COUNTER[outcome.status]) + 1)
         if self.on_written is not None:
-            self.on_written(outcomes)
+            self.on_written(outcomes, keys_freed)
         return True
