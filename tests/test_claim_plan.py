@@ -16,7 +16,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from skiplock.core import core
+from skiplock.core import core, queries
 from skiplock.core.db import session_defaults
 from skiplock.runtime.runner import _claims_commit_async
 
@@ -92,3 +92,23 @@ def test_without_those_settings_postgresql_did_read_jobs_whole(db_url, conn):
         claims.execute("LOAD 'auto_explain'")
         plans = _explained_claims(claims, 2)
     assert any("Seq Scan on jobs" in plan or "Index Scan using jobs_unique_inflight" in plan for plan in plans), plans
+
+
+@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_PAYLOAD_TEXT", "CLAIM_LEAN_TEXT"])
+def test_each_claim_statement_fits_psycopgs_query_cache(name: str) -> None:
+    # psycopg re-parses the placeholders of a longer text on every execute (queries.compact): ~40 us
+    # of a worker's CPU per claim. A claim grown past the limit fails here, not in a benchmark.
+    from psycopg import _queries  # the limit is psycopg's own, not a public name
+
+    statement = getattr(queries, name)
+    assert len(statement) <= _queries.MAX_CACHED_STATEMENT_LENGTH, (name, len(statement))
+    assert "--" not in statement and "\n" not in statement
+
+
+def test_compact_keeps_the_statement() -> None:
+    statement = """
+    SELECT a.id, ( 1 + 2 ) AS three  -- a comment
+      FROM t a
+     WHERE a.x <= %(x)s AND a.s = 'queued'   -- another
+    """
+    assert queries.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
