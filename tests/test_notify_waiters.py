@@ -9,6 +9,7 @@ NOTIFY or the claim after registering, not the poll.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from typing import Any
 
@@ -353,5 +354,49 @@ def test_after_an_empty_claim_an_idle_worker_registers_first_and_claims_once(
         assert scalar(conn, registered) == 1
     finally:
         release.set()
+        worker.request_stop()
+        thread.join(timeout=60)
+
+
+def _done_and_parked_again(conn: Any, wake: _ParkRecorder, parks: int) -> bool:
+    """notify_batch's jobs all done, the worker registered again and parked once more since `parks`."""
+    return (scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'notify_batch'") == 0
+            and scalar(conn, "SELECT count(*) FROM queue_waiters WHERE queue = 'notify_batch'") == 1
+            and len(wake.parks) > parks)
+
+
+def test_a_notify_claim_that_empties_the_queue_of_short_jobs_is_followed_by_one_claim(
+        db_url: str, conn: Any, monkeypatch: Any) -> None:
+    # A statement of several jobs wakes an idle worker's listener, which claims them (fewer than it
+    # asks for: the queue is empty after it). The claim loop used to be woken as the first of them
+    # started, claim in the middle of the batch's starts and find nothing, then, after the last
+    # finish, register and claim again. With short jobs it now only registers and claims once, after
+    # the last finish (runner.Worker._claim_on_notify).
+    registry = Registry()
+    registry.add(Task("notify_batch", lambda payload: None, wants_job=False))
+    monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
+    worker = Worker(load_settings(), registry=registry, queues=["notify_batch"])
+    claims = worker.counters.claim_seconds
+    wake = _ParkRecorder(lambda: claims)
+    worker._wake = wake
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    registered = "SELECT count(*) FROM queue_waiters WHERE queue = 'notify_batch'"
+    # payloads too big to travel in a hand-off NOTIFY (migration 024): no job is handed over, the
+    # trigger takes the token and sends the '' NOTIFY, and the listener claims the jobs
+    several = ("INSERT INTO jobs (queue, payload) SELECT 'notify_batch', jsonb_build_object('n', n, 'pad', "
+               "repeat('x', 7100)) FROM generate_series(1, 3) n")
+    try:
+        wait_for(lambda: scalar(conn, registered) == 1 and bool(wake.parks), timeout=30, message="registered, parked")
+        for _ in range(4):  # the first batches measure the handlers as short; the last one is counted
+            parks, before = len(wake.parks), len(claims)
+            conn.execute(several)
+            wait_for(functools.partial(_done_and_parked_again, conn, wake, parks),
+                     timeout=30, message="the batch done, registered and parked again")
+        assert worker.counters.succeeded == 12 and worker.counters.handed_off == 0
+        assert worker._lane_of["notify_batch"].sizing.handlers_shorter_than(0.005)
+        # the listener's claim of the 3 jobs, and the claim after registering again
+        assert len(claims) - before == 2, f"{len(claims) - before} claims for the last batch, 2 expected"
+    finally:
         worker.request_stop()
         thread.join(timeout=60)

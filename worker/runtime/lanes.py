@@ -39,6 +39,8 @@ class Lane:
     # 2-3 of them finding jobs; with this 6.2 (pg_stat_statements), and 10-13% less CPU in the
     # workers and in PostgreSQL per batch. A NOTIFY or the poll interval still wakes the loop, and
     # every wake-up of the loop claims: this only drops claims that follow one that found nothing.
+    # The listener's claim on a NOTIFY sets it too when it found fewer jobs than it asked for (it
+    # left the queue empty) and they are short (Worker._claim_on_notify).
     found_nothing: bool = False
     # held while claiming for this lane: the claim loop, or the listener for an idle lane on a NOTIFY
     claiming: threading.Lock = field(default_factory=threading.Lock)

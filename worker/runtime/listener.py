@@ -116,7 +116,7 @@ class Listener:
                     ours = True
                 elif note.payload in self.queues:
                     ours = True
-            # on_notify True: it started jobs, and their start wakes the claim loop instead; a job
+            # on_notify True: it started jobs, and their start (or their end) wakes the claim loop instead; a job
             # handed to us outside the sync lane (handed None) has no handler thread to do that
             claimed = ours and self.on_notify is not None and self._notify_claim(conn)
             if (ours and not claimed) or handed is None:

@@ -455,7 +455,8 @@ class Worker:
         slept since the last job: the same claim took ~0.4 ms back to back. The listener's backend
         has just run to deliver the NOTIFY, and claiming here also saves waking the claim loop
         first. Only a lane holding nothing, and only when the claim loop is not claiming for it.
-        True when it started jobs of the sync lane: their handler thread wakes the claim loop.
+        True when it started jobs of the sync lane: their handler thread wakes the claim loop, or,
+        when the claim left the queue empty and the jobs are short, the lane's last finish does.
         """
         started_sync = False
         for lane in self.lanes:
@@ -470,13 +471,24 @@ class Worker:
                     free = lane.plan[0] - lane.held
                     idle = lane.held == 0
                 if idle and free > 0 and not self._stop.is_set():
-                    jobs = self._claim(lane, min(free, self.settings.batch_size), conn)
+                    want = min(free, self.settings.batch_size)
+                    jobs = self._claim(lane, want, conn)
                     if jobs and lane.kind != ASYNC:
-                        # the claim loop still has to look again (and register as a waiter): woken by
-                        # the handler thread once it has the job, so that this wake-up does not compete
-                        # with the handler's own start for the GIL (claimed -> handler start: 0.27 ms
-                        # with the listener waking the loop, 0.14 ms this way, measured)
-                        self._wake_on_start = started_sync = True
+                        started_sync = True
+                        if len(jobs) < want and lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS):
+                            # This claim left the queue empty and its jobs end within milliseconds:
+                            # looking again now would find nothing (a claim in the middle of the
+                            # batch's starts, competing with them for the CPU). The lane's last
+                            # finish wakes the loop, which then registers first and claims once
+                            # (Lane.found_nothing). Two workers sent 80 jobs made 6.3 claims a batch.
+                            lane.found_nothing = True
+                        else:
+                            # the claim loop still has to look again (a backlog, or long jobs: it
+                            # registers as a waiter while they run): woken by the handler thread once
+                            # it has the job, so that this wake-up does not compete with the handler's
+                            # own start for the GIL (claimed -> handler start: 0.27 ms with the
+                            # listener waking the loop, 0.14 ms this way, measured)
+                            self._wake_on_start = True
                     self._start_jobs(lane, jobs)
             finally:
                 lane.claiming.release()
