@@ -112,3 +112,7 @@ def test_compact_keeps_the_statement() -> None:
      WHERE a.x <= %(x)s AND a.s = 'queued'   -- another
     """
     assert queries.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
+    with pytest.raises(ValueError, match="quoted string"):
+        queries.compact("SELECT 'a, b' -- squeezed, the string would lose its space")
+    with pytest.raises(ValueError, match="quoted string"):
+        queries.compact("SELECT 'a--b'")  # the comment's removal would cut the string
