@@ -1,6 +1,6 @@
 """Shared fixtures: a real PostgreSQL, a migrated template database, worker subprocesses.
 
-- `pg_admin_url` (session): a server we may create databases on (see tests/pgcluster.py).
+- `pg_admin_url` (session): a server we may create databases on (see tests/support/pgcluster.py).
 - `template_url` (session): a database migrated from migrations/ plus the test-only table.
 - `db_url` (function): the session's working database, emptied before each test; also set
   as DATABASE_URL so in-process producers use it.
@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from skiplock.core.migrate import apply_migrations
-from tests.pgcluster import find_server, with_database
+from tests.support.pgcluster import find_server, with_database
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -155,7 +155,7 @@ def worker_env(db_url: str, **settings: str) -> dict[str, str]:
     """Environment for a worker subprocess against `db_url`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
     env.update({"DATABASE_URL": db_url, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
-                "SKIPLOCK_TASKS": "tests.handlers"})
+                "SKIPLOCK_TASKS": "tests.support.handlers"})
     env.update(settings)
     return env
 

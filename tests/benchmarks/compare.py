@@ -10,7 +10,7 @@ Redis on 127.0.0.1:6379 (tests/benchmarks/celery_peer.py says which database it 
 postgresql://postgres@127.0.0.1:5432/postgres); systems alternate within each repetition and the
 order rotates between repetitions, so a drift of the shared machine hits all of them alike.
 Writes results.md, results.json, throughput.png and steady.png to --out.
-Not collected by pytest (no test_ prefix); tests/test_bench_smoke.py covers `skiplock bench`.
+Not collected by pytest (no test_ prefix); tests/bench_smoke/test_bench_smoke.py covers `skiplock bench`.
 """
 
 from __future__ import annotations

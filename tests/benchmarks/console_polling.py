@@ -53,7 +53,7 @@ def drain(url: str, jobs: int, poll: bool, interval: float = 1.0, pollers: int =
         for t in threads:
             t.start()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
-        env.update({"DATABASE_URL": url, "SKIPLOCK_TASKS": "tests.handlers", "SKIPLOCK_QUEUES": "noop",
+        env.update({"DATABASE_URL": url, "SKIPLOCK_TASKS": "tests.support.handlers", "SKIPLOCK_QUEUES": "noop",
                     "SKIPLOCK_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO)})
         worker = subprocess.Popen([sys.executable, "-m", "skiplock"], cwd=REPO, env=env)
         try:

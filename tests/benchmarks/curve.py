@@ -5,7 +5,7 @@
         [--pg name=value ...] [--jobs-option name=value ...] [--skiplock name=value ...]
 
 Starts a PRIVATE PostgreSQL cluster (initdb + pg_ctl on a free port, data and socket under /tmp,
-tests/pgcluster.py) with stock settings and autovacuum on; skiplock's databases get every migration,
+tests/support/pgcluster.py) with stock settings and autovacuum on; skiplock's databases get every migration,
 so jobs carries migration 005's per-table settings. The only server setting added is
 log_autovacuum_min_duration = 0: each autovacuum's duration and CPU then come from the server log.
 For each system it first measures its own capacity (the 2-process drain of compare.py, DRAIN_JOBS), then offers
@@ -426,7 +426,7 @@ def _pairs(items: list[str]) -> dict[str, str]:
 @contextlib.contextmanager
 def private_cluster(pg_settings: dict[str, str]) -> Iterator[Any]:
     """A throwaway cluster with stock settings, autovacuum on, every autovacuum logged, plus `pg_settings`."""
-    from tests.pgcluster import ThrowawayCluster
+    from tests.support.pgcluster import ThrowawayCluster
 
     cluster = ThrowawayCluster()
     try:

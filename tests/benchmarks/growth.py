@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from skiplock.core import core  # noqa: E402
 from skiplock.tools import bench  # noqa: E402
 from skiplock.tools.bench import BENCH_QUEUE, skiplock_workers, wait_until  # noqa: E402
-from tests.pgcluster import ThrowawayCluster  # noqa: E402
+from tests.support.pgcluster import ThrowawayCluster  # noqa: E402
 
 FULL = {"drain": 20_000, "backlog": 1_000_000, "kept": 5_000_000, "kept_ready": 10_000, "dead": 5_000,
         "claims": 200, "batch": 50, "requests": 100}

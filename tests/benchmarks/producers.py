@@ -95,7 +95,7 @@ def python_tps(url: str, clients: int, seconds: float, how: str) -> float:
 def _child(how: str, url: str, threads: int, start: float, seconds: float) -> None:
     """One producer process: `threads` connections commit one job each per transaction until the end."""
     from skiplock.core.producer import enqueue
-    from tests.helpers import race
+    from tests.support.helpers import race
 
     counts = [0] * threads
 

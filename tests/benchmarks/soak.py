@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.soak --minutes 3 --out docs/soak
 
-Starts real `python -m skiplock` processes (the no-op `noop` queue of tests/handlers.py) against a
+Starts real `python -m skiplock` processes (the no-op `noop` queue of tests/support/handlers.py) against a
 scratch database, keeps a ready backlog topped up from this process, and every few seconds
 records: jobs heap and index size, live/dead tuples, autovacuum runs, completed jobs per second,
 and claim latency (probe claims timed here, plus the workers' own histogram means). Writes
@@ -32,7 +32,7 @@ import psycopg.sql
 from skiplock.core import core
 from skiplock.core.migrate import apply_migrations
 from skiplock.tools.bench import stop_processes
-from tests.pgcluster import ThrowawayCluster, find_server, with_database
+from tests.support.pgcluster import ThrowawayCluster, find_server, with_database
 
 REPO = Path(__file__).resolve().parents[2]
 QUEUE = "noop"
@@ -195,7 +195,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 def spawn_workers(url: str, args: argparse.Namespace, log_dir: Path) -> list[subprocess.Popen[bytes]]:
     """Start the worker processes (logs in log_dir)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
-    env.update({"DATABASE_URL": url, "PYTHONPATH": str(REPO), "SKIPLOCK_TASKS": "tests.handlers",
+    env.update({"DATABASE_URL": url, "PYTHONPATH": str(REPO), "SKIPLOCK_TASKS": "tests.support.handlers",
                 "SKIPLOCK_QUEUES": QUEUE, "SKIPLOCK_CONCURRENCY": str(args.concurrency),
                 "SKIPLOCK_BATCH_SIZE": str(args.batch), "SKIPLOCK_LOG_LEVEL": "WARNING"})
     procs = []

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 USER, PASSWORD = "operator", "browser-test-password"

@@ -11,7 +11,7 @@ from typing import Any
 from skiplock import enqueue_many
 from tests.browser.conftest import log_in
 from tests.console.test_dead_groups_from_a_worker import _worker_made_dead_jobs
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 AXE = VENDOR / "axe-core-4.10.2.min.js"
@@ -37,7 +37,7 @@ def _violations(page: Any) -> list[dict[str, Any]]:
 def test_no_serious_or_critical_violation_on_any_page(page: Any, console: Any, conn: Any, spawn_worker: Any) -> None:
     ids = _worker_made_dead_jobs(conn, spawn_worker)
     enqueue_many([("t1", {"sleep_after": 60, "n": n}) for n in range(2)])
-    spawn_worker(SKIPLOCK_TASKS="tests.handlers,tests.recurring_handlers", SKIPLOCK_QUEUES="t1,rtick")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.handlers,tests.support.recurring_handlers", SKIPLOCK_QUEUES="t1,rtick")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running' AND queue = 't1'") == 2,
              timeout=60, message="running jobs")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM recurring_slots") >= 1, timeout=60, message="a fired slot")

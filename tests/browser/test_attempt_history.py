@@ -11,7 +11,7 @@ from skiplock import enqueue
 from skiplock.core.attempts import ERROR_CHARS, KEEP_ATTEMPTS
 from tests.browser.conftest import log_in
 from tests.conftest import REPO
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 FAILING_TASKS = '''
 from skiplock import task

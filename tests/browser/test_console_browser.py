@@ -8,8 +8,8 @@ import pytest
 
 from skiplock import enqueue
 from tests.browser.conftest import log_in, save_screenshot
-from tests.console.factory import make_job, status_of
-from tests.helpers import scalar, wait_for
+from tests.support.factory import make_job, status_of
+from tests.support.helpers import scalar, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

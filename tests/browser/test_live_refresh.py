@@ -14,7 +14,7 @@ from typing import Any
 
 from skiplock import enqueue_many
 from tests.browser.conftest import log_in
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 COUNT_POLLS = """() => {
   window.__polls = 0; window.__swaps = 0;

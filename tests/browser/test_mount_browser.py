@@ -13,9 +13,9 @@ from typing import Any
 
 from tests.browser.conftest import _free_port, _healthy
 from tests.conftest import REPO
-from tests.console.host_app import PREFIX
 from tests.console.test_mount import make_dead_job
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
+from tests.support.host_app import PREFIX
 
 
 def test_admin_of_the_host_retries_a_dead_job_in_the_browser(page: Any, db_url: str, conn: Any, spawn_worker: Any,
@@ -25,7 +25,7 @@ def test_admin_of_the_host_retries_a_dead_job_in_the_browser(page: Any, db_url: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
     env.update({"DATABASE_URL": db_url, "PYTHONPATH": str(REPO)})
     with open(tmp_path / "gunicorn.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "tests.console.host_app:from_env()",
+        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "tests.support.host_app:from_env()",
                                  "--worker-class", "gthread", "--threads", "4", "--bind", f"127.0.0.1:{port}"],
                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

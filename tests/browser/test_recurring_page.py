@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.browser.conftest import log_in
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def test_recurring_rows_keep_their_layout_and_label_times(page: Any, console: Any, conn: Any,
                                                          spawn_worker: Any) -> None:
-    spawn_worker(SKIPLOCK_TASKS="tests.handlers,tests.recurring_handlers")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.handlers,tests.support.recurring_handlers")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM recurring_slots WHERE name = 'tick'") >= 1, timeout=60,
              message="the scheduler to fire a slot")
     log_in(page, console)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from skiplock.core import core
-from tests.console.factory import make_job, status_of
+from tests.support.factory import make_job, status_of
 
 
 def _count(conn, sql, *params):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.console.factory import make_job
+from tests.support.factory import make_job
 
 
 def _rows(conn):

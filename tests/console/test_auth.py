@@ -13,7 +13,7 @@ from skiplock.core.errors import ConfigError
 from skiplock.webapp import create_app
 from skiplock.webapp.settings import Account, web_config
 from tests.console.conftest import ADMIN, READONLY, csrf_token, login
-from tests.console.factory import make_job, status_of
+from tests.support.factory import make_job, status_of
 
 GET_ROUTES = ["/", "/queues/t1", "/running/", "/dead/", "/jobs/1", "/workers/", "/recurring/",
               "/prefs?refresh=2", "/no-such-page"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from tests.console.factory import make_job
+from tests.support.factory import make_job
 
 
 def test_admin_cancels_a_running_job(admin, conn, caplog):

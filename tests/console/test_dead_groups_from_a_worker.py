@@ -12,14 +12,14 @@ from typing import Any
 
 from skiplock import enqueue_many
 from skiplock.core.error_summary import group_key, headline
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 KINDS = {"connection": 5, "value": 4, "key": 3, "chained": 2}
 GROUPS = {
     "connection": "ConnectionError: POST https://api.example.com/…: <n>",
     "value": "ValueError: order <n> has no shipping address",
     "key": "KeyError: <str>",
-    "chained": "tests.failing_handlers.PaymentDeclined: card ending <n> declined",
+    "chained": "tests.support.failing_handlers.PaymentDeclined: card ending <n> declined",
 }
 
 
@@ -32,7 +32,7 @@ def _worker_made_dead_jobs(conn: Any, spawn_worker: Any) -> dict[str, list[int]]
             order += 17
             jobs.append({"queue": "orders", "payload": {"kind": kind, "order": order}, "max_attempts": 1})
         ids[kind] = enqueue_many(jobs)
-    worker = spawn_worker(SKIPLOCK_TASKS="tests.failing_handlers", SKIPLOCK_QUEUES="orders")
+    worker = spawn_worker(SKIPLOCK_TASKS="tests.support.failing_handlers", SKIPLOCK_QUEUES="orders")
     total = sum(KINDS.values())
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == total, timeout=60,
              message="the worker to kill every job")
@@ -51,7 +51,7 @@ def test_real_tracebacks_group_by_exception_and_filter(admin: Any, conn: Any, sp
     chained = conn.execute("SELECT last_error, error_headline FROM jobs WHERE id = %s",
                            (ids["chained"][0],)).fetchone()
     assert "The above exception was the direct cause of the following exception" in chained[0]
-    assert chained[1].startswith("tests.failing_handlers.PaymentDeclined: card ending ")
+    assert chained[1].startswith("tests.support.failing_handlers.PaymentDeclined: card ending ")
 
     html = admin.get("/dead/?queue=orders").get_data(as_text=True)
     assert "Traceback (most recent call last)" not in html.split("<table", 2)[1]  # not a group name

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.console.conftest import ADMIN, READONLY, login
-from tests.console.factory import make_job
 from tests.console.test_security import SAFE, assert_safe, build, defaults, routes, view_params
+from tests.support.factory import make_job
 
 # raw bytes percent-encoded as-is: invalid UTF-8, NUL and control bytes reach the app undecoded
 RAW = st.binary(max_size=40).map(lambda b: quote_from_bytes(b, safe=""))

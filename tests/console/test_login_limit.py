@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 
 from tests.console.conftest import ADMIN, READONLY
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 
 def _try(client: Any, user: str, password: str, addr: str = "10.0.0.1") -> Any:

@@ -17,8 +17,8 @@ from skiplock import enqueue
 from skiplock.core.errors import ConfigError
 from skiplock.webapp import mount
 from skiplock.webapp.db import close_app
-from tests.console.host_app import PREFIX, build_host
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
+from tests.support.host_app import PREFIX, build_host
 
 _TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from skiplock import enqueue, enqueue_many
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def _worker_outcomes(conn: Any, spawn_worker: Any) -> dict[str, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skiplock.webapp import overview
-from tests.console.factory import make_job
+from tests.support.factory import make_job
 
 REPO = Path(__file__).resolve().parents[2]
 

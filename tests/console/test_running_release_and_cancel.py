@@ -12,8 +12,8 @@ from typing import Any
 
 from skiplock import enqueue
 from tests.conftest import REPO
-from tests.helpers import scalar, wait_for
-from tests.test_cancel import CANCEL_TASKS
+from tests.integration.test_cancel import CANCEL_TASKS
+from tests.support.helpers import scalar, wait_for
 
 
 def test_running_page_says_release_leaves_the_handler_and_cancel_stops_it(admin: Any, conn: Any, spawn_worker: Any,

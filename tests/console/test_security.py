@@ -20,7 +20,7 @@ from flask import Flask
 
 from skiplock.webapp.auth import PUBLIC_ENDPOINTS, ROLE_FREE_POSTS
 from tests.console.conftest import ADMIN, READONLY, csrf_token, login
-from tests.console.factory import make_job
+from tests.support.factory import make_job
 
 WEBAPP = Path(__file__).resolve().parents[2] / "webapp"
 SAFE = {"GET", "HEAD", "OPTIONS"}

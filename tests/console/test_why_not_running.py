@@ -13,7 +13,7 @@ from html import unescape
 from typing import Any
 
 from skiplock import enqueue
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def reasons(admin: Any, url: str) -> dict[str, str]:
@@ -126,7 +126,7 @@ def test_unserved_queue_is_flagged_on_the_overview_and_fails_health(admin: Any, 
 
 def test_lock_key_taken_and_concurrency_limit_reached(admin: Any, conn: Any, spawn_worker: Any) -> None:
     from skiplock.core.limits import set_limit
-    from tests.flow_handlers import FLOW_RUNS
+    from tests.support.flow_handlers import FLOW_RUNS
 
     conn.execute(FLOW_RUNS)
     holder = enqueue("flow_keyed", {"sleep": 120}, lock_key="account:42")
@@ -134,7 +134,7 @@ def test_lock_key_taken_and_concurrency_limit_reached(admin: Any, conn: Any, spa
     set_limit(conn, "flow_limited", concurrency=1, rate=None, actor="ops")
     busy = enqueue("flow_limited", {"sleep": 120})
     capped = enqueue("flow_limited", {"n": 2})
-    spawn_worker(SKIPLOCK_TASKS="tests.flow_handlers", SKIPLOCK_QUEUES="flow_keyed,flow_limited")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.flow_handlers", SKIPLOCK_QUEUES="flow_keyed,flow_limited")
     running = "SELECT count(*) FROM jobs WHERE id = ANY(%s) AND status = 'running'"
     wait_for(lambda: scalar(conn, running, ([holder, busy],)) == 2, timeout=60, message="both first jobs to start")
     found = reasons(admin, f"/jobs/{waiting}")
@@ -145,10 +145,10 @@ def test_lock_key_taken_and_concurrency_limit_reached(admin: Any, conn: Any, spa
 
 
 def test_a_payload_newer_than_every_live_worker(admin: Any, conn: Any, spawn_worker: Any) -> None:
-    from tests.flow_handlers import FLOW_RUNS
+    from tests.support.flow_handlers import FLOW_RUNS
 
     conn.execute(FLOW_RUNS)
-    spawn_worker(SKIPLOCK_TASKS="tests.flow_v2", SKIPLOCK_QUEUES="flow_versions")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.flow_v2", SKIPLOCK_QUEUES="flow_versions")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM workers WHERE task_versions ? 'flow_versions'") == 1,
              timeout=60, message="the v2 worker's row")
     job = enqueue("flow_versions", {"first": "Ada", "last": "Lovelace", "extra": 3}, version=3)

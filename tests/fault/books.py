@@ -1,7 +1,7 @@
 """The books of a fault scenario: every enqueued job is completed, dead, failed or still queued.
 
 One function, `audit()`, computes the figures from the database alone (the jobs table and the
-test_effects rows that tests/handlers.py writes), so the assertions and the reported numbers
+test_effects rows that tests/support/handlers.py writes), so the assertions and the reported numbers
 come from the same code. `record()` keeps them for the end-of-run summary (see conftest.py).
 """
 

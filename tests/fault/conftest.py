@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 
 from tests.fault.books import RESULTS
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 # Short leases and a fast reaper so crashed workers' jobs come back within seconds, not 30 s.
 FAST_RECOVERY = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 

@@ -24,8 +24,8 @@ from skiplock import enqueue_many
 from skiplock.core.migrate import apply_migrations
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
 from tests.fault.books import audit
-from tests.helpers import scalar
-from tests.pgcluster import find_server, with_database
+from tests.support.helpers import scalar
+from tests.support.pgcluster import find_server, with_database
 
 KILL_SQL = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name LIKE 'skiplock-%' AND application_name <> 'skiplock-producer'")

@@ -26,7 +26,7 @@ from skiplock.webapp.settings import Account
 from tests.fault.blackhole import BlackholeProxy
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 600
 DEADLINE = 3.0  # seconds: SKIPLOCK_DB_DEADLINE for the cut-off worker

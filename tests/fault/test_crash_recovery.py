@@ -9,7 +9,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed, stop
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 JOBS = 400
 

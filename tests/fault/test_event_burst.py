@@ -14,7 +14,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 JOBS = 100_000
 # Big batches for a big burst; per-job INFO lines would be 100,000 log writes per run.

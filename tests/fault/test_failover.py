@@ -26,8 +26,8 @@ from skiplock.webapp.db import close_app
 from tests.conftest import TEST_TABLES_SQL
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY
-from tests.helpers import wait_for
-from tests.pgcluster import ThrowawayCluster, free_port
+from tests.support.helpers import wait_for
+from tests.support.pgcluster import ThrowawayCluster, free_port
 
 JOBS = 600
 

@@ -11,7 +11,7 @@ import psycopg
 
 from skiplock import enqueue
 from skiplock.core import core
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def claim_one(conn: psycopg.Connection, worker_id: str, lease: float) -> core.ClaimedJob:

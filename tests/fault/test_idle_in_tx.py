@@ -17,7 +17,7 @@ from skiplock import enqueue_many
 from skiplock.core.config import load_settings
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 1500
 

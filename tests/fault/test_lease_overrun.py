@@ -14,7 +14,7 @@ import pytest
 from skiplock import enqueue
 from tests.fault.books import audit, record
 from tests.fault.conftest import effects, remaining, running_of, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
-from tests.helpers import wait_for
+from tests.support.helpers import wait_for
 
 JOBS = 1200
 ROUNDS = 6

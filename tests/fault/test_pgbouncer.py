@@ -21,7 +21,7 @@ from skiplock.webapp.db import close_app
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, stop
 from tests.fault.pgbouncer import pgbouncer
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 400
 
@@ -47,7 +47,7 @@ def test_behind_pgbouncer_nothing_is_lost(conn, db_url, spawn_worker, monkeypatc
     monkeypatch.setenv("SKIPLOCK_PREPARED_STATEMENTS", "off")
     with pgbouncer(db_url) as pooled:
         settings = {"SKIPLOCK_DIRECT_URL": db_url, "SKIPLOCK_PREPARED_STATEMENTS": "off",
-                    "SKIPLOCK_TASKS": "tests.handlers,tests.recurring_handlers", **FAST_RECOVERY}
+                    "SKIPLOCK_TASKS": "tests.support.handlers,tests.support.recurring_handlers", **FAST_RECOVERY}
         # producers enqueue in their own transactions, through the pooler
         with psycopg.connect(pooled, prepare_threshold=None) as producer:
             with producer.transaction():

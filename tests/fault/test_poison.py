@@ -12,7 +12,7 @@ import pytest
 from skiplock import enqueue, enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 300
 MAX_ATTEMPTS = 3

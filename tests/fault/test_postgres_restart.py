@@ -20,8 +20,8 @@ from skiplock.webapp.db import close_app
 from tests.conftest import TEST_TABLES_SQL
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, stop
-from tests.helpers import scalar, wait_for
-from tests.pgcluster import ThrowawayCluster
+from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import ThrowawayCluster
 
 JOBS = 1500
 # A long poll interval: after the drain, only a working LISTEN can make the worker see a new job fast.

@@ -14,7 +14,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, effects, remaining, running_of, settle_killed, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 KILLS = 8  # one every ~3 s: a bounded stand-in for "every few seconds for a minute"
 JOBS_PER_ROUND = 150

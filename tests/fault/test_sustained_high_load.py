@@ -22,7 +22,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 CAPACITY_JOBS = 3000
 HALF = 15.0  # seconds per half of the load phase

@@ -1,0 +1,14 @@
+"""The `flow_versions` task at payload version 2: v1 payloads {"name": ...} become {"first", "last"}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skiplock import task
+from skiplock.core.registry import JobContext
+from tests.support.flow_handlers import record, v1_to_v2
+
+
+@task("flow_versions", version=2, upgrade={1: v1_to_v2})
+def handle(payload: Any, job: JobContext) -> None:
+    record({**payload, "handled_by": 2}, job)

@@ -1,0 +1,134 @@
+"""The package's layers: each imports only the layers below it, and each entry point loads only its own."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# Where each part of the `skiplock` package lives in the checkout (pyproject.toml's package-dir).
+SOURCES = {"skiplock": ROOT / "worker", "skiplock.webapp": ROOT / "webapp"}
+
+# The layers, lowest first: a module may import modules of its own layer and of the layers before it.
+# A layer is a sub-package of skiplock (the console is skiplock.webapp).
+LAYERS = ["core", "monitor", "services", "runtime", "webapp", "tools"]
+# The package's top-level modules are the ones the README has users import (skiplock, skiplock.testing,
+# skiplock.hooks, ...): they stay there, and each belongs to the layer its code is part of.
+TOP_LEVEL = {
+    "skiplock.adapters": "core",
+    "skiplock.typed": "core",
+    "skiplock.hooks": "core",
+    "skiplock.producer_async": "core",
+    "skiplock.recurring_defs": "services",
+    "skiplock": "tools",
+    "skiplock.__main__": "tools",
+    "skiplock.testing": "tools",
+}
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by its import name."""
+    modules = {}
+    for package, folder in SOURCES.items():
+        for path in folder.rglob("*.py"):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """module -> the package's modules it imports (anywhere in the file, lazy imports included)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                # `from a import b` imports the module a.b when there is one, else a name of a
+                targets.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                               for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def layer_of(module: str) -> str | None:
+    if module in TOP_LEVEL:
+        return TOP_LEVEL[module]
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def layer_violations(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import that points to a higher layer, and every module that is on no layer."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        layer = layer_of(module)
+        if layer is None:
+            found.append(f"{module} is on no layer")
+            continue
+        for target in sorted(targets):
+            up = layer_of(target)
+            if up is not None and LAYERS.index(up) > LAYERS.index(layer):
+                found.append(f"{module} ({layer}) imports {target} ({up})")
+    return found
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    graph = import_graph(package_modules())
+    assert len(graph) > 60 and {layer_of(m) for m in graph} == set(LAYERS), sorted(graph)
+    assert layer_violations(graph) == []  # type-only imports (`if TYPE_CHECKING:`) count too
+
+
+def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
+    fake = {"skiplock.core.core.queries": {"skiplock.runtime.runner", "skiplock.core.core.status"},
+            "skiplock.runtime.runner": {"skiplock.core.core.queries"},
+            "skiplock.webapp.jobs": {"skiplock.tools.cli", "skiplock.monitor.why"},
+            "skiplock.extras.thing": set()}
+    assert layer_violations(fake) == [
+        "skiplock.core.core.queries (core) imports skiplock.runtime.runner (runtime)",
+        "skiplock.extras.thing is on no layer",
+        "skiplock.webapp.jobs (webapp) imports skiplock.tools.cli (tools)",
+    ]
+
+
+def _loaded(imports: str, watched: tuple[str, ...]) -> list[str]:
+    code = f"import sys; {imports}; print(sorted(m for m in {watched!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return eval(out)
+
+
+def test_a_producer_only_import_does_not_load_the_worker_runtime() -> None:
+    assert _loaded("import skiplock; skiplock.enqueue",
+                   ("skiplock.runtime.runner", "apscheduler.schedulers", "skiplock.services.recurring_service",
+                    "skiplock.services.maintenance", "flask")) == []
+
+
+def test_the_console_does_not_import_the_command_line() -> None:
+    assert _loaded("import skiplock.webapp, skiplock.webapp.ops",
+                   ("skiplock.tools.cli", "skiplock.tools.doctor_cli", "skiplock.tools.bench",
+                    "skiplock.tools.cancel_cli", "skiplock.tools.recurring_cli", "skiplock.runtime.runner")) == []
+
+
+def test_only_the_queue_core_writes_jobs() -> None:
+    """One database boundary: the statements that write `jobs` live in the core's query modules; the
+    console, the CLI, the benchmark and the runtime call the core's functions (issue 18)."""
+    import re
+
+    root = ROOT
+    writes = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+jobs\b", re.I)
+    writers = {str(p.relative_to(root)) for folder in ("worker", "webapp") for p in (root / folder).rglob("*.py")
+               if writes.search(p.read_text())}
+    # queries.py holds the core's statements; the others are core modules with one statement family each
+    assert writers == {"worker/core/queries.py", "worker/core/attempts.py", "worker/core/cancel.py",
+                       "worker/core/snooze.py", "worker/core/handoff.py"}, writers
