@@ -134,7 +134,7 @@ def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any
     times = []
     with psycopg.connect(url, autocommit=True) as conn:
         # the session of the worker's claim connection: its pools' defaults, claims that commit
-        # without waiting for the WAL flush, the claim's plan settings (skiplock.runtime.runner's _claims_commit_async)
+        # without waiting for the WAL flush, the claim's plan settings (skiplock.runtime.claimer.claims_commit_async)
         session_defaults(conn)
         conn.execute("SET synchronous_commit = off")
         core.claim_session(conn)

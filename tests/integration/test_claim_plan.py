@@ -18,7 +18,7 @@ import pytest
 
 from skiplock.core import core, queries
 from skiplock.core.db import session_defaults
-from skiplock.runtime.runner import _claims_commit_async
+from skiplock.runtime.claimer import claims_commit_async
 
 CLAIMS = 8  # past psycopg's preparing (prepare_threshold=0 here) and PostgreSQL's 5 custom plans
 
@@ -63,7 +63,7 @@ def test_claims_reach_jobs_by_index_after_a_vacuum_of_a_nearly_empty_queue(db_ur
     first = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id LIMIT %s", (50 * CLAIMS,))]
     with psycopg.connect(db_url, autocommit=True, prepare_threshold=0) as claims:
         session_defaults(claims)  # the worker's claim connection: a pooled one (JIT off), then its own settings
-        _claims_commit_async(claims)
+        claims_commit_async(claims)
         claims.execute("LOAD 'auto_explain'")
         plans = _explained_claims(claims, CLAIMS)
         # planned once and kept: a custom plan per claim cost more than the claim's execution

@@ -243,12 +243,12 @@ def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
     read every ready job with a bitmap scan and sorted them: 0.4 s per claim at 5,000,000 rows
     (tests/benchmarks/growth.py, EXPLAIN ANALYZE). The worker's claim connection turns bitmap scans
     off, and its claims still take the jobs in order."""
-    from skiplock.runtime.runner import _claims_commit_async
+    from skiplock.runtime.claimer import claims_commit_async
 
     core.seed_finished_jobs(conn, ["t1", "t2"], 1_000, status="succeeded")
     ids = enqueue_many([("t1", {"n": i}) for i in range(60)])
     with psycopg.connect(db_url, autocommit=True) as c:
-        _claims_commit_async(c)
+        claims_commit_async(c)
         assert scalar(c, "SHOW enable_bitmapscan") == "off" and scalar(c, "SHOW synchronous_commit") == "off"
         assert scalar(c, "SHOW jit") == "off"  # the settings make every claim plan's cost pass jit_above_cost
         jobs = core.claim(c, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)

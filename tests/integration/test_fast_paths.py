@@ -11,7 +11,7 @@ import pytest
 from skiplock import enqueue_many
 from skiplock.core import core, queries
 from skiplock.core.producer import COPY_THRESHOLD
-from skiplock.runtime.runner import SuccessLogBudget
+from skiplock.runtime.executor import SuccessLogBudget
 from tests.support.helpers import scalar, wait_for, worker_pool_settings
 
 
@@ -136,7 +136,7 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
 @pytest.mark.parametrize("prepared", ["on", "off"])
 def test_the_claim_connection_runs_without_jit_and_without_waiting_for_the_flush(db_url, conn, monkeypatch,
                                                                                  prepared):
-    # JIT off: a backlog's row estimates made each claim compile for 200-470 ms (runner._claims_commit_async).
+    # JIT off: a backlog's row estimates made each claim compile for 200-470 ms (claimer.claims_commit_async).
     # Behind PgBouncer in transaction mode (prepared statements off) no session setting is made.
     settings = "SELECT current_setting('jit'), current_setting('synchronous_commit')"
     server = conn.execute(settings).fetchone()

@@ -116,7 +116,7 @@ def test_concurrent_claims_never_run_one_key_twice(db_url: str, conn: psycopg.Co
 def test_a_keys_next_job_starts_when_the_one_before_is_acked_not_at_the_next_poll(
         db_url: str, conn: psycopg.Connection, spawn_worker: Callable[..., Any]) -> None:
     # One key's jobs on an idle worker: each becomes claimable only when the one before is acked, and
-    # no producer's NOTIFY announces that. The ack wakes the claim loop (Worker._after_ack); before,
+    # no producer's NOTIFY announces that. The ack wakes the claim loop (Executor.after_ack); before,
     # each of them waited for a poll (5 jobs: 4 s at the default 1 s). With a 60 s poll, a chain
     # that ends within the deadline was woken by its acks.
     conn.execute(FLOW_RUNS)

@@ -1,6 +1,6 @@
 """The listener claims for an idle lane on its own connection when a NOTIFY comes (issue 19, pickup).
 
-In process: Worker._claim_on_notify on a real connection, and the Listener's handling of a failing
+In process: the worker's Claimer.on_notify on a real connection, and the Listener's handling of a failing
 claim; end to end: a real worker process whose listener connection ran the claim.
 """
 
@@ -31,23 +31,23 @@ def test_a_notify_claims_for_an_idle_lane_only(db_url: str, conn: psycopg.Connec
     [lane] = worker.lanes
     first = enqueue("lc", {"n": 1})
     with psycopg.connect(db_url, autocommit=True) as listener_conn:
-        assert worker._claim_on_notify(listener_conn) is True
+        assert worker.claimer.on_notify(listener_conn) is True
         assert list(worker.held.running) == [first] and lane.held == 1
-        handed = worker._jobs.get_nowait()
+        handed = worker.executor.jobs.get_nowait()
         assert handed is not None and handed.id == first  # handed to the handler threads
-        assert worker._wake_on_start  # the handler that takes it wakes the claim loop
+        assert worker.signals.wake_on_start  # the handler that takes it wakes the claim loop
         assert conn.execute("SELECT status, worker_id FROM jobs WHERE id = %s", (first,)).fetchone() == (
             "running", worker.worker_id)
 
         second = enqueue("lc", {"n": 2})
-        assert worker._claim_on_notify(listener_conn) is False  # the lane holds a job: the claim loop's turn
-        worker._finish(worker.held.running[first], worker._failure_outcome(
+        assert worker.claimer.on_notify(listener_conn) is False  # the lane holds a job: the claim loop's turn
+        worker.executor.finish(worker.held.running[first], worker.executor.failure_outcome(
             worker.held.running[first], RuntimeError("x"))._replace(status="ok"), 1.0)
         assert lane.held == 0
         with lane.claiming:  # the claim loop is claiming for this lane right now
-            assert worker._claim_on_notify(listener_conn) is False
+            assert worker.claimer.on_notify(listener_conn) is False
         assert scalar(conn, "SELECT status FROM jobs WHERE id = %s", (second,)) == "queued"
-        assert worker._claim_on_notify(listener_conn) is True
+        assert worker.claimer.on_notify(listener_conn) is True
         assert scalar(conn, "SELECT status FROM jobs WHERE id = %s", (second,)) == "running"
 
 
@@ -110,7 +110,7 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
     from skiplock.core import core, queries
 
     worker = _worker("lj")
-    listener = worker._new_listener()
+    listener = worker.claimer.new_listener(worker.wake)
     assert listener.configure is not None
     with psycopg.connect(db_url, autocommit=True) as listener_conn:
         if not scalar(listener_conn, "SELECT pg_jit_available()"):
@@ -127,4 +127,4 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
             plan = "\n".join(r[0] for r in listener_conn.execute(
                 "EXPLAIN (ANALYZE) " + queries.CLAIM_LEAN_TEXT, params))
         assert "JIT" not in plan, plan
-        assert worker._claim_on_notify(listener_conn) is True  # and the worker's own claim runs on it
+        assert worker.claimer.on_notify(listener_conn) is True  # and the worker's own claim runs on it

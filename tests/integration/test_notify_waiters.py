@@ -72,7 +72,7 @@ def test_a_worker_keeping_up_with_a_stream_of_single_job_producers_costs_them_fe
         db_url: str, conn: Any, spawn_worker: Any) -> None:
     # Jobs arriving one by one: each claim finds one or two. Registering as a waiter after each would
     # make nearly every producer take a token and send a NOTIFY (and hand the job over); the worker
-    # looks again shortly instead, and only registers when a claim finds nothing (runner.py).
+    # looks again shortly instead, and only registers when a claim finds nothing (claimer.py).
     spawn_worker(SKIPLOCK_QUEUES="t1", SKIPLOCK_POLL_INTERVAL="60")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 1, timeout=60, message="registered")
     jobs = 3000
@@ -247,7 +247,7 @@ def test_a_job_committed_between_the_empty_claim_and_the_registration_is_claimed
     registry.add(Task("race", handler, wants_job=False))
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
     worker = Worker(load_settings(), registry=registry, queues=["race"])
-    real_enter = worker._waiting.enter
+    real_enter = worker.waiting.enter
     calls: list[list[str]] = []
 
     def enter_after_a_commit() -> bool:
@@ -259,7 +259,7 @@ def test_a_job_committed_between_the_empty_claim_and_the_registration_is_claimed
                 calls.append([n.payload for n in listener.notifies(timeout=0.2, stop_after=10)])
         return real_enter()
 
-    monkeypatch.setattr(worker._waiting, "enter", enter_after_a_commit)
+    monkeypatch.setattr(worker.waiting, "enter", enter_after_a_commit)
     thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
     thread.start()
     try:
@@ -316,7 +316,7 @@ def test_after_an_empty_claim_an_idle_worker_registers_first_and_claims_once(
     # nothing. When the job ends, the loop used to claim again (nothing), register as a waiter, and
     # claim once more (nothing): two empty claims per idle spell. Its last claim having found nothing,
     # it now registers first, and the claim after registering (needed: a job may have committed just
-    # before the token) is the only one (runner.Worker._claim_loop, lanes.Lane.found_nothing).
+    # before the token) is the only one (claimer.Claimer.run_once, lanes.Lane.found_nothing).
     release = threading.Event()
     started: list[int] = []
     registry = Registry()
@@ -330,7 +330,7 @@ def test_after_an_empty_claim_an_idle_worker_registers_first_and_claims_once(
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
     worker = Worker(load_settings(), registry=registry, queues=["idle_spell"])
     wake = _ParkRecorder(lambda: worker.counters.claim_seconds)
-    worker._wake = wake
+    worker.signals.wake = wake
     thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
     thread.start()
     try:
@@ -371,14 +371,14 @@ def test_a_notify_claim_that_empties_the_queue_of_short_jobs_is_followed_by_one_
     # asks for: the queue is empty after it). The claim loop used to be woken as the first of them
     # started, claim in the middle of the batch's starts and find nothing, then, after the last
     # finish, register and claim again. With short jobs it now only registers and claims once, after
-    # the last finish (runner.Worker._claim_on_notify).
+    # the last finish (claimer.Claimer.on_notify).
     registry = Registry()
     registry.add(Task("notify_batch", lambda payload: None, wants_job=False))
     monkeypatch.setenv("SKIPLOCK_POLL_INTERVAL", "60")
     worker = Worker(load_settings(), registry=registry, queues=["notify_batch"])
     claims = worker.counters.claim_seconds
     wake = _ParkRecorder(lambda: claims)
-    worker._wake = wake
+    worker.signals.wake = wake
     thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
     thread.start()
     registered = "SELECT count(*) FROM queue_waiters WHERE queue = 'notify_batch'"
@@ -394,7 +394,7 @@ def test_a_notify_claim_that_empties_the_queue_of_short_jobs_is_followed_by_one_
             wait_for(functools.partial(_done_and_parked_again, conn, wake, parks),
                      timeout=30, message="the batch done, registered and parked again")
         assert worker.counters.succeeded == 12 and worker.counters.handed_off == 0
-        assert worker._lane_of["notify_batch"].sizing.handlers_shorter_than(0.005)
+        assert worker.executor.lane_of["notify_batch"].sizing.handlers_shorter_than(0.005)
         # the listener's claim of the 3 jobs, and the claim after registering again
         assert len(claims) - before == 2, f"{len(claims) - before} claims for the last batch, 2 expected"
     finally:

@@ -90,6 +90,17 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
     assert layer_violations(graph) == []  # type-only imports (`if TYPE_CHECKING:`) count too
 
 
+def test_the_worker_parts_do_not_import_the_wiring_or_each_other_but_downward() -> None:
+    """runtime/runner.py wires the claimer, the executor and the shutdown; the shutdown ends the
+    executor's handlers; the claimer and the executor know neither each other nor the wiring."""
+    graph = import_graph(package_modules())
+    wiring, parts = "skiplock.runtime.runner", ["claimer", "executor", "shutdown"]
+    among = {wiring, *(f"skiplock.runtime.{part}" for part in parts)}
+    assert {part: sorted(graph[f"skiplock.runtime.{part}"] & among) for part in parts} == {
+        "claimer": [], "executor": [], "shutdown": ["skiplock.runtime.executor"]}
+    assert sorted(m for m, targets in graph.items() if wiring in targets) == ["skiplock.tools.cli"]
+
+
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
     fake = {"skiplock.core.core.queries": {"skiplock.runtime.runner", "skiplock.core.core.status"},
             "skiplock.runtime.runner": {"skiplock.core.core.queries"},

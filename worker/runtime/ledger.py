@@ -39,6 +39,7 @@ class HeldJobs:
         self.lock = lock
         self.running: dict[int, ClaimedJob] = {}  # handlers still running
         self.unacked: dict[int, str] = {}  # finished, outcome not yet written (id -> queue)
+        self.idle = threading.Condition(lock)  # notified when the last running handler ends (for the shutdown)
 
     def leases(self) -> tuple[dict[int, str], list[int]]:
         """(every held job's id -> queue, the ids whose handler still runs), taken at one moment."""

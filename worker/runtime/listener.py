@@ -39,7 +39,7 @@ class Listener:
         # the claim loop; None when it was ours otherwise (the listener wakes the loop)
         self.on_handoff = on_handoff
         # called with this connection for a NOTIFY about our queues, before the claim loop is
-        # woken: the worker claims for an idle lane right here (see Worker._claim_on_notify)
+        # woken: the worker claims for an idle lane right here (see Claimer.on_notify)
         self.on_notify = on_notify
         self.configure = configure  # the connection's session settings for those claims
         # called for the insert trigger's NOTIFY: the producer took the waiter rows (migration 015)
@@ -137,7 +137,7 @@ class Listener:
         try:
             started = self.on_handoff(conn, payload)
         except psycopg.Error:
-            raise  # the connection is reconnected; the job's release follows (Worker._listening)
+            raise  # the connection is reconnected; the job's release follows (Claimer._listening)
         except Exception:
             # the job stays ours in the database with nobody running it: the reconnect path's
             # release is not coming, so the reaper returns it when its lease ends

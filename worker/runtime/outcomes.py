@@ -1,7 +1,7 @@
 """What a handler's run asks for: one pure mapping from "returned / raised X" to a core.Outcome.
 
-The worker (worker/runtime/runner.py) and the test helper `skiplock.testing.drain` both call these, so a
-job drained in a test ends exactly as it would under a real worker.
+The worker's executor (worker/runtime/executor.py) and the test helper `skiplock.testing.drain` both
+call these, so a job drained in a test ends exactly as it would under a real worker.
 """
 
 from __future__ import annotations

@@ -1,0 +1,205 @@
+"""The shutdown: stop claiming, let running handlers finish within the grace, write their outcomes,
+release to their queues what did not finish, then close the worker's threads and connections.
+
+`Shutdown.run(resources)` is the whole sequence (the Worker calls it when its claim loop ends);
+`release(ids)` is also the claimer's, for a hand-off that arrives after the worker stopped claiming.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_mod
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from psycopg_pool import ConnectionPool
+
+from skiplock.core import core, handoff, queries
+from skiplock.core.config import Settings
+from skiplock.runtime.executor import Executor, first_line
+from skiplock.runtime.lanes import ASYNC, Lane
+from skiplock.runtime.ledger import Counters, HeldJobs
+from skiplock.runtime.listener import Listener
+from skiplock.runtime.signals import Signals
+
+log = logging.getLogger("skiplock.worker")
+
+ASYNC_CANCEL_SECONDS = 5.0  # how long cancelled coroutines get to unwind before their jobs are released
+UNRECEIVED_WAIT_SECONDS = 5.0  # at a stop, how long to wait for a producer holding one of our tokens
+
+
+class Resources(Protocol):
+    """What the shutdown closes of the worker it ends (the runner's Worker), made in its run()."""
+
+    @property
+    def scheduler(self) -> Any: ...
+    @property
+    def health(self) -> Any: ...
+    @property
+    def listener(self) -> Listener | None: ...
+    @property
+    def pool(self) -> ConnectionPool | None: ...
+    @property
+    def claim_pool(self) -> ConnectionPool | None: ...
+    @property
+    def rows_pool(self) -> ConnectionPool | None: ...
+
+
+class Shutdown:
+    """Ends one worker: its held jobs finished, acked or released, then its resources closed."""
+
+    def __init__(self, settings: Settings, worker_id: str, lanes: list[Lane], signals: Signals, held: HeldJobs,
+                 executor: Executor, counters: Counters, *, rows_connection: Callable[[], Any],
+                 row_writes: threading.Lock) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.lanes = lanes
+        self.signals = signals
+        self.held = held
+        self._lock = held.lock
+        self.executor = executor
+        self.counters = counters
+        self._rows_connection = rows_connection
+        self._row_writes = row_writes  # acks, heartbeats and releases one at a time (see Worker)
+        self.never_started: list[int] = []  # claimed, not run because we are stopping
+        self.exit_hard = False  # the CLI: end the process with os._exit once released jobs are handed back
+
+    def run(self, resources: Resources) -> None:
+        """The whole shutdown, after the claim loop has ended."""
+        unfinished = self.release_work()
+        self.signals.acker_done.set()
+        resources.scheduler.shutdown(wait=False)
+        if resources.health is not None:
+            resources.health.stop()
+        if resources.listener:
+            resources.listener.stop()
+            self.release_unreceived()
+        self._delete_worker_row(resources.pool)
+        self.executor.stop_handlers()
+        for pool in (resources.claim_pool, resources.rows_pool, resources.pool):
+            if pool is not None:
+                pool.close(timeout=2.0)
+        log.info("worker %s stopped: %d ok, %d retried, %d dead, %d stale acks", self.worker_id,
+                 self.counters.succeeded, self.counters.retried, self.counters.dead,
+                 self.counters.stale_acks)
+        if unfinished and self.exit_hard:
+            # handler threads still run the released jobs; they must not keep the process alive
+            logging.shutdown()
+            os._exit(0)
+
+    def release_work(self) -> list[int]:
+        """Stop claiming, wait for running handlers within the grace, write the outcomes gathered,
+        and release the jobs that did not finish to their queues. Returns those jobs' ids."""
+        self.signals.stopped_claiming.set()
+        self._release_prefetched()
+        with self._lock:
+            running = len(self.held.running)
+        if running:
+            log.info("stopping: waiting up to %.0fs for %d in-flight job(s)",
+                     self.settings.shutdown_grace, running)
+            deadline = time.monotonic() + self.settings.shutdown_grace
+            with self._lock:
+                while self.held.running and not self.signals.skip_grace and time.monotonic() < deadline:
+                    # short waits so a second signal (skip the grace) is seen promptly
+                    self.held.idle.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
+        async_loop = self.executor.async_loop
+        if async_loop is not None:
+            # coroutines still running after the grace are cancelled (they see CancelledError and
+            # may clean up); their jobs stay in flight and are released below, at once
+            cancelled = async_loop.cancel_running(ASYNC_CANCEL_SECONDS)
+            if cancelled:
+                log.info("cancelled %d async handler(s) still running after the grace period", cancelled)
+        self._drain_acks(timeout=10.0)
+        with self._lock:
+            unfinished = [*self.never_started, *self.held.running]
+        if unfinished:
+            self.release(unfinished)
+        return unfinished
+
+    def _release_prefetched(self) -> None:
+        """Prefetched jobs that no slot is free for go back to their queues now, not after the grace.
+
+        Claimed jobs for which a handler thread is idle still run within the grace, as they
+        would have a moment later anyway; only the surplus waiting behind busy slots is released.
+        """
+        jobs = self.executor.jobs
+        waiting: list[core.ClaimedJob] = []
+        while True:
+            try:
+                job = jobs.get_nowait()
+            except queue_mod.Empty:
+                break
+            if job is not None:
+                waiting.append(job)
+        with self._lock:
+            sync_held = sum(lane.held for lane in self.lanes if lane.kind != ASYNC)
+        busy = sync_held - len(waiting)  # started, or being picked up right now
+        idle = max(0, self.settings.concurrency - busy)
+        for job in waiting[:idle]:
+            jobs.put(job)
+        for job in waiting[idle:]:
+            self._give_back(job)
+        if self.executor.async_loop is not None:
+            # async jobs still waiting for a slot: none of their code ran, so they go back now
+            for job in self.executor.async_loop.take_waiting():
+                self._give_back(job)
+
+    def _give_back(self, job: core.ClaimedJob) -> None:
+        """Forget a claimed job that was never started; release_work releases it to its queue."""
+        with self._lock:
+            if self.held.running.pop(job.id, None) is not None:
+                self.executor.lane_of[job.queue].held -= 1
+            self.never_started.append(job.id)
+            if not self.held.running:
+                self.held.idle.notify_all()
+
+    def _drain_acks(self, timeout: float) -> None:
+        acker = self.executor.acker
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                waiting = bool(self.held.unacked)
+            if not waiting and not acker.waiting():
+                return
+            acker.write_now()  # write what is gathered now: the ack interval may be long
+            time.sleep(0.01)
+        log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
+                    len(self.held.unacked))
+
+    def release(self, ids: list[int]) -> None:
+        """Put jobs this worker holds back to their queues, the run not counted."""
+        try:
+            with self._row_writes, self._rows_connection() as conn:
+                released = core.release_own(conn, self.worker_id, ids)
+            log.info("released %d unfinished job(s) back to their queues: %s", len(released),
+                     ",".join(map(str, released)))
+        except Exception as exc:
+            log.warning("could not release %d job(s) (%s); the reaper will return them after their lease",
+                        len(ids), first_line(str(exc)))
+
+    def release_unreceived(self) -> None:
+        """At the end: a producer may have handed us a job the stopped listener never read."""
+        with self._lock:
+            known = [*self.held.running, *self.held.unacked]
+        try:
+            with self._row_writes, self._rows_connection() as conn:
+                released = handoff.release_unreceived(conn, self.worker_id, known, UNRECEIVED_WAIT_SECONDS)
+        except Exception as exc:
+            log.warning("could not look for unreceived hand-offs (%s); the reaper returns any after their lease",
+                        first_line(str(exc)))
+            return
+        if released:
+            log.info("released %d job(s) handed to this worker as it stopped: %s", len(released),
+                     ",".join(str(job_id) for job_id, _ in released))
+
+    def _delete_worker_row(self, pool: ConnectionPool | None) -> None:
+        assert pool is not None
+        try:
+            with pool.connection() as conn:
+                conn.execute(queries.WAITER_UNREGISTER, {"id": self.worker_id})
+                conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
+        except Exception as exc:
+            log.debug("could not delete worker row: %s", exc)

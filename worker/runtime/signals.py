@@ -1,0 +1,24 @@
+"""The events the worker's parts signal each other with: stop, wake the claim loop, stopped claiming.
+
+The claimer (worker/runtime/claimer.py), the executor (worker/runtime/executor.py) and the shutdown
+(worker/runtime/shutdown.py) share one Signals; the Worker (worker/runtime/runner.py) makes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Signals:
+    """One worker's shared events and flags."""
+
+    stop: threading.Event = field(default_factory=threading.Event)  # a graceful shutdown has begun
+    wake: threading.Event = field(default_factory=threading.Event)  # the claim loop should look for work now
+    stopped_claiming: threading.Event = field(default_factory=threading.Event)  # no job is started any more
+    # set at the very end of shutdown: stops the acker and the heartbeat threads
+    acker_done: threading.Event = field(default_factory=threading.Event)
+    skip_grace: bool = False  # a second stop request: do not wait for running handlers
+    # set by the listener's claim or hand-off: the next handler thread to start a job wakes the claim loop
+    wake_on_start: bool = False
