@@ -57,6 +57,7 @@ class Outcome(NamedTuple):
     delay: float = 0.0  # seconds until the retry, for status 'queued' or 'snoozed'
     error: str | None = None
     duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
+    result: str | None = None  # a success's return value as JSON text (stored in job_results), None: nothing
 
 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:
@@ -264,21 +265,28 @@ def ack_batch_with_keys(
     summaries = [summarize(o.error) for o in errors]
     params["err_headline"] = [h for h, _ in summaries]
     params["err_group"] = [g for _, g in summaries]
+    with_results = [o for o in ok if o.result is not None]
+    params["res_ids"] = number_array([o.job_id for o in with_results])
+    params["res_values"] = [o.result for o in with_results]
     rows = conn.execute(_ACK_BY_HISTORY[HistoryMode(history)], params).fetchall()
     return {row[0] for row in rows} | snoozed, any(row[1] is not None for row in rows)
 
 
-def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str) -> tuple[str, dict[str, Any]]:
+def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str,
+                       result: str | None = None) -> tuple[str, dict[str, Any]]:
     """The fenced ack of one successful run, to execute in the handler's own transaction.
 
     The same statement as ack_batch (so the same fence, history mode and job_stats counting),
     with one success and no failures; plain lists, so any driver (asyncpg too) can bind them.
-    It returns the job's id when this run still owned the job, no row otherwise.
+    It returns the job's id when this run still owned the job, no row otherwise. `result` (JSON text)
+    is stored with it, as the worker's ack stores a handler's return value.
     """
     statement = _ACK_BY_HISTORY[HistoryMode(history)]
     return statement, {"worker_id": worker_id, "ok_ids": [job_id], "ok_attempts": [attempt],
                        "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": [],
-                       "err_headline": [], "err_group": []}
+                       "err_headline": [], "err_group": [],
+                       "res_ids": [job_id] if result is not None else [],
+                       "res_values": [result] if result is not None else []}
 
 
 def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:

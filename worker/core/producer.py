@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock import adapters
-from skiplock.core import queries, tracing
+from skiplock.core import links, queries, tracing
 from skiplock.core.config import Settings, load_settings
 from skiplock.core.db import make_pool
 from skiplock.core.errors import EnqueueError
@@ -284,12 +284,14 @@ def producer_settings() -> Settings:
 def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
             delay: float | timedelta | None = ..., unique_key: None = ..., max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
-            version: int | None = ...) -> int: ...
+            version: int | None = ..., depends_on: Iterable[int] | None = ...,
+            on_dependency_failure: str = ...) -> int: ...
 @overload
 def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
             delay: float | timedelta | None = ..., unique_key: str | None, max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
-            version: int | None = ...) -> int | None: ...
+            version: int | None = ..., depends_on: Iterable[int] | None = ...,
+            on_dependency_failure: str = ...) -> int | None: ...
 
 
 def enqueue(
@@ -306,6 +308,8 @@ def enqueue(
     lock_key: str | None = None,
     tenant: str | None = None,
     version: int | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_dependency_failure: str = "dead",
 ) -> int | None:
     """Enqueue one job; return its id, or None when unique_key matched a job still in flight.
 
@@ -316,12 +320,28 @@ def enqueue(
     (default: the task's @task(lock_key=...)). `tenant`: claims take tenants round-robin.
     `version`: the payload's version (default: the task's @task(version=...), else 1).
 
+    `depends_on`: ids of jobs this one waits for. It becomes ready, in the same transaction as the
+    last parent's success, once every parent has succeeded; a parent already done counts at once,
+    an unknown id is an EnqueueError. When a parent ends dead or cancelled, `on_dependency_failure`
+    says what this job does: "dead" (the default: it ends too, dead or cancelled like its parent,
+    and so do its own dependents) or "run" (it runs anyway, and can read its parents' states in
+    `job.parent_states`). Not with `unique_key`. See the workflows guide.
+
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
     with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or
     Session, or a Django connection (see skiplock.adapters). Without it, a pooled autocommit
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
+    if depends_on is not None or on_dependency_failure != "dead":
+        specs, parents, policies = linked_specs([{
+            "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
+            "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
+            "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
+        if on_conflict != "ignore":
+            raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+        with tracing.enqueue_span(queue):
+            return links.insert_linked(raw, specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
                                          run_at=run_at, delay=delay, unique_key=unique_key,
@@ -361,6 +381,8 @@ def enqueue_many(
     jobs: Iterable[Mapping[str, Any] | tuple[str, Any]],
     *,
     conn: Any = None,
+    depends_on: Iterable[int] | None = None,
+    on_dependency_failure: str = "dead",
 ) -> list[int]:
     """Enqueue many jobs with one INSERT; return the ids of the jobs inserted.
 
@@ -368,9 +390,15 @@ def enqueue_many(
     (queue, payload, priority, run_at, delay, unique_key, max_attempts, lock_key, tenant, version;
     on_conflict is enqueue's alone: collapsed items here are always ignored). Every item is
     validated before anything is sent; jobs collapsed by unique_key are left out of the result.
-    `conn` is as for `enqueue`.
+    `conn` is as for `enqueue`. `depends_on` and `on_dependency_failure` (as for `enqueue`) apply to
+    every item; an item's own `depends_on` / `on_dependency_failure` keys add to / override them.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
+    if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
+        jobs = list(jobs) if not isinstance(jobs, list) else jobs
+        specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
+                                                  on_dependency_failure=on_dependency_failure)
+        return links.insert_linked(raw, specs_l, parents, policies) if specs_l else []
     specs = _many_specs(jobs)
     if not specs:
         return []
@@ -385,6 +413,37 @@ def enqueue_many(
             return _copy_specs(pooled, specs)
     rows = _execute(raw, queries.ENQUEUE_MANY, _many_params(specs))
     return [row[0] for row in rows]
+
+
+def _any_linked(jobs: Iterable[Any]) -> bool:
+    """Whether an item of an enqueue_many call (a list: peeking must not consume it) names parents."""
+    return isinstance(jobs, list) and any(
+        isinstance(item, Mapping) and ("depends_on" in item or "on_dependency_failure" in item) for item in jobs)
+
+
+def linked_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]], *, depends_on: Iterable[int] | None = None,
+                 on_dependency_failure: str = "dead") -> tuple[list[JobSpec], list[list[int]], list[str | None]]:
+    """Validate the items of a linked enqueue: their JobSpecs, each one's parents and policy column."""
+    shared = links.parent_ids(depends_on) if depends_on is not None else []
+    items: list[Mapping[str, Any] | tuple[str, Any]] = []
+    parents: list[list[int]] = []
+    policies: list[str | None] = []
+    for index, item in enumerate(jobs):
+        try:
+            if isinstance(item, Mapping):
+                own = item.get("depends_on")
+                mine = shared + [p for p in links.parent_ids(own) if p not in shared] if own is not None else shared
+                policies.append(links.policy_value(item.get("on_dependency_failure", on_dependency_failure)))
+                item = {k: v for k, v in item.items() if k not in ("depends_on", "on_dependency_failure")}
+                links.refuse_unique(item.get("unique_key"))
+            else:
+                mine = shared
+                policies.append(links.policy_value(on_dependency_failure))
+        except EnqueueError as exc:
+            raise EnqueueError(f"job #{index}: {exc}") from None
+        parents.append(mine)
+        items.append(item)
+    return _many_specs(items), parents, policies
 
 
 def _copy_allowed(conn: Any) -> bool:

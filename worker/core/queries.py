@@ -293,6 +293,20 @@ _OK_RUNS = f"""unnest(%(ok_ids)s::bigint[], %(ok_attempts)s::int[]) AS v(id, att
            {_own_rows(with_attempt=True)}"""
 _FENCE = "j.ctid = f.ctid"
 
+
+def settle_finals(source: str) -> str:
+    """A `settled` CTE: the jobs of CTE `source` (id, state, batch_id, head) that reached a final state,
+    passed to skiplock_settle() (migration 026) in this same statement - their dependents are released
+    or ended and their batches counted down with the transition itself. Until anything was ever linked
+    (the skiplock_linked flag) the function is not even called. One row, to be joined by the caller's
+    final SELECT: a CTE nobody reads is not run."""
+    ordered = f"FROM {source} ORDER BY id"
+    return f""", settled AS MATERIALIZED (
+    SELECT CASE WHEN pg_sequence_last_value('skiplock_linked') IS NOT NULL
+                THEN skiplock_settle(ARRAY(SELECT id {ordered}), ARRAY(SELECT state::text {ordered}),
+                                     ARRAY(SELECT batch_id {ordered}), ARRAY(SELECT head {ordered})) END AS n
+)"""
+
 # The successful runs' rows deleted (the delete and the move-to-history variants share it).
 _DELETE_OK_RUNS = f"""DELETE FROM jobs j
      USING {_OK_RUNS}
@@ -302,7 +316,7 @@ _DELETE_OK_RUNS = f"""DELETE FROM jobs j
 _ACK_OK_DELETE = f"""
 ok AS (
     {_DELETE_OK_RUNS}
-    RETURNING j.id, j.queue, j.lock_key
+    RETURNING j.id, j.queue, j.lock_key, j.batch_id
 )"""
 
 # Successes kept as 'succeeded' rows (SKIPLOCK_HISTORY_MODE=keep); the pruner removes them later.
@@ -312,7 +326,7 @@ ok AS (
        SET status = 'succeeded', finished_at = now(), lease_until = NULL
       FROM {_OK_RUNS}
      WHERE {_FENCE}
-    RETURNING j.id, j.queue, j.lock_key
+    RETURNING j.id, j.queue, j.lock_key, j.batch_id
 )"""
 
 # Successes moved to the monthly-partitioned jobs_history (SKIPLOCK_HISTORY_MODE=partitioned):
@@ -328,7 +342,7 @@ moved AS (
            attempts, max_attempts, unique_key, worker_id, last_error, payload, 'succeeded'
       FROM moved
 ), ok AS (
-    SELECT id, queue, lock_key FROM moved
+    SELECT id, queue, lock_key, batch_id FROM moved
 )"""
 
 # Failures: requeued with their backoff, or finished as dead/failed; then the stats row.
@@ -343,13 +357,14 @@ errored AS (
            error_headline = v.headline,
            error_group = v.grp,
            worker_id = NULL,
-           lease_until = NULL
+           lease_until = NULL,
+           progress = NULL  -- a new attempt reports its own
       FROM unnest(%(err_ids)s::bigint[], %(err_attempts)s::int[], %(err_status)s::text[],
                   %(err_delay)s::float8[], %(err_text)s::text[], %(err_headline)s::text[], %(err_group)s::text[])
            AS v(id, attempt, status, delay, error, headline, grp)
            {_own_rows(with_attempt=True)}
      WHERE {_FENCE}
-    RETURNING j.id, j.queue, v.status, j.lock_key
+    RETURNING j.id, j.queue, v.status, j.lock_key, j.batch_id, v.headline
 ), stats AS (
     INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
     SELECT date_trunc('minute', now()), s.queue, %(worker_id)s,
@@ -365,9 +380,21 @@ errored AS (
            retried = job_stats.retried + EXCLUDED.retried,
            failed = job_stats.failed + EXCLUDED.failed,
            dead = job_stats.dead + EXCLUDED.dead
-)
+), results AS (
+    -- handlers' return values, stored with the success they belong to (fenced: only rows in `ok`)
+    INSERT INTO job_results (job_id, state, result)
+    SELECT r.id, 'succeeded', r.value::jsonb
+      FROM unnest(%(res_ids)s::bigint[], %(res_values)s::text[]) AS r(id, value)
+     WHERE r.id IN (SELECT id FROM ok)
+    ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state, result = EXCLUDED.result, error = NULL,
+                                      finished_at = now()
+), finals AS MATERIALIZED (
+    SELECT id, 'succeeded' AS state, batch_id, NULL::text AS head FROM ok
+    UNION ALL
+    SELECT id, status, batch_id, headline FROM errored WHERE status IN ('dead', 'failed')
+){settle_finals("finals")}
 -- each written job's lock key: its end may let the key's next job be claimed (core.ack_batch_with_keys)
-SELECT id, lock_key FROM ok UNION ALL SELECT id, lock_key FROM errored
+SELECT id, lock_key FROM ok, settled UNION ALL SELECT id, lock_key FROM errored, settled
 """
 
 # Ack a batch, successes deleted.
@@ -395,14 +422,14 @@ RETURNING j.id
 # Running jobs whose lease expired (crashed or frozen worker) go back to queued, or to dead when
 # that run was their last attempt. One guarded statement; the lease check is repeated in the
 # UPDATE so a heartbeat that lands meanwhile wins. Also used by an operator's "release".
-REAP_EXPIRED = """
+REAP_EXPIRED = f"""
 WITH expired AS (
     SELECT id FROM jobs
      WHERE status = 'running' AND lease_until < now()
      ORDER BY lease_until
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
-)
+), reaped AS (
 UPDATE jobs j
    SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
                      ELSE 'queued'::job_status END,
@@ -417,12 +444,17 @@ UPDATE jobs j
        run_at = now()
   FROM expired
  WHERE j.id = expired.id AND j.status = 'running' AND j.lease_until < now()
-RETURNING j.id, j.queue, j.status
+RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
+), finals AS MATERIALIZED (
+    SELECT id, status AS state, batch_id, error_headline AS head FROM reaped WHERE status = 'dead'
+){settle_finals("finals")}
+SELECT id, queue, status FROM reaped, settled
 """
 
 # Operator release of chosen running jobs: the same transition as the reaper, without waiting
 # for the lease to expire.
-RELEASE_RUNNING = """
+RELEASE_RUNNING = f"""
+WITH released AS (
 UPDATE jobs j
    SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
                      ELSE 'queued'::job_status END,
@@ -435,33 +467,67 @@ UPDATE jobs j
        lease_until = NULL,
        run_at = now()
  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'running'
-RETURNING j.id, j.queue, j.status
+RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
+), finals AS MATERIALIZED (
+    SELECT id, status AS state, batch_id, error_headline AS head FROM released WHERE status = 'dead'
+){settle_finals("finals")}
+SELECT id, queue, status FROM released, settled
+"""
+
+# What a retry re-opens (migration 026's skiplock_reopen): the edges and batch counts the failed job
+# had settled, and the jobs with parents re-evaluated against them. `retried` is (id, queue, old).
+_REOPEN = """, reopened AS MATERIALIZED (
+    SELECT CASE WHEN pg_sequence_last_value('skiplock_linked') IS NOT NULL
+                THEN skiplock_reopen(ARRAY(SELECT id FROM retried ORDER BY id),
+                                     ARRAY(SELECT old::text FROM retried ORDER BY id)) END AS n
+)
+SELECT id, queue FROM retried, reopened
 """
 
 # Retry dead or failed jobs: back to queued now with a fresh attempt budget.
 RETRY_FINISHED = """
-UPDATE jobs
-   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
-       worker_id = NULL, lease_until = NULL
- WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
-RETURNING id, queue
+WITH before AS (
+    SELECT id, status AS old FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed') FOR UPDATE
+), retried AS (
+    UPDATE jobs j
+       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+           worker_id = NULL, lease_until = NULL
+      FROM before b
+     WHERE j.id = b.id AND j.status IN ('dead', 'failed')
+    RETURNING j.id, j.queue, b.old
+)""" + _REOPEN
+
+# A purged job's tombstone in job_results: wait() and a dependent enqueued later still learn that
+# it ended dead or failed (a job gone without one is taken as succeeded, history mode delete).
+_TOMBSTONES = """, tombstones AS (
+    INSERT INTO job_results (job_id, state, error)
+    SELECT id, status, error_headline FROM purged
+    ON CONFLICT (job_id) DO NOTHING
+)
 """
 
 # Purge dead or failed jobs for good.
 PURGE_FINISHED = """
-DELETE FROM jobs
- WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
-RETURNING id
-"""
+WITH purged AS (
+    DELETE FROM jobs
+     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')
+    RETURNING id, status, error_headline
+)""" + _TOMBSTONES + "SELECT id FROM purged\n"
 
-# Cancel queued jobs: finish them as failed so they are never claimed.
-CANCEL_QUEUED = """
-UPDATE jobs
-   SET status = 'failed', finished_at = now(),
-       last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error),
-       error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
- WHERE id = ANY(%(ids)s::bigint[]) AND status = 'queued'
-RETURNING id
+# Cancel queued or waiting jobs: finish them as failed so they are never claimed. Their dependents
+# that have not started are cancelled with them (skiplock_settle: a failed parent).
+CANCEL_QUEUED = f"""
+WITH cancelled AS (
+    UPDATE jobs
+       SET status = 'failed', finished_at = now(),
+           last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error),
+           error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
+     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'waiting')
+    RETURNING id, batch_id, error_headline
+), finals AS MATERIALIZED (
+    SELECT id, 'failed' AS state, batch_id, error_headline AS head FROM cancelled
+){settle_finals("finals")}
+SELECT id FROM cancelled, settled
 """
 
 # Run scheduled (future) queued jobs now.
@@ -587,21 +653,23 @@ _MATCHING_BATCH = f"""WITH batch AS (
 # locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
 # same transition as RETRY_FINISHED. Walking by id guarantees progress and a bounded statement.
 RETRY_MATCHING_BATCH = f"""
-{_MATCHING_BATCH}UPDATE jobs j
-   SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
-       worker_id = NULL, lease_until = NULL
-  FROM batch
- WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
-RETURNING j.id, j.queue
-"""
+{_MATCHING_BATCH}, retried AS (
+    UPDATE jobs j
+       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
+           worker_id = NULL, lease_until = NULL
+      FROM batch
+     WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+    RETURNING j.id, j.queue, %(status)s::text AS old
+)""" + _REOPEN
 
 # One bounded batch of "purge all matching" (see RETRY_MATCHING_BATCH).
 PURGE_MATCHING_BATCH = f"""
-{_MATCHING_BATCH}DELETE FROM jobs j
- USING batch
- WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
-RETURNING j.id, j.queue
-"""
+{_MATCHING_BATCH}, purged AS (
+    DELETE FROM jobs j
+     USING batch
+     WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
+    RETURNING j.id, j.queue, j.status, j.error_headline
+)""" + _TOMBSTONES + "SELECT id, queue FROM purged\n"
 
 # ---- pruner ------------------------------------------------------------------------------------
 
@@ -662,6 +730,227 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone
 """
+
+# ---- workflows: dependencies, batches, results, progress (migration 026) ---------------------------
+
+# Parent ids that are not jobs and never were (past the id sequence, or not positive): an
+# EnqueueError before anything is written, so the caller's transaction stays usable.
+UNKNOWN_PARENTS = """
+SELECT coalesce(array_agg(p ORDER BY p), '{}') FROM unnest(%(parents)s::bigint[]) AS p
+ WHERE p IS NULL OR p <= 0 OR (p > (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM jobs_id_seq)
+                                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = p))
+"""
+
+# Enqueue jobs that are linked: with parents (waiting until they are final) and/or as members of a
+# batch (counted into it in this statement, and only while it has not called back). One statement,
+# so an autocommit connection cannot keep half of it. Ids are drawn first so that each row's edges
+# can name it. skiplock_check_parents() raises on an unknown parent (the SQL path's guard; Python
+# callers check first with UNKNOWN_PARENTS) and sets the skiplock_linked flag. Each edge is checked
+# once more at COMMIT by the job_deps_check trigger: a parent already final releases or ends the
+# child there. Parents are given per job as array literals ('{1,2}'), unique keys are refused before.
+ENQUEUE_LINKED = """
+WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS s),
+v AS MATERIALIZED (
+    SELECT nextval(seq.s) AS id, u.q, u.p, u.pr, u.ra, u.ma, u.lk, u.tn, u.vn,
+           ARRAY(SELECT DISTINCT x FROM unnest(coalesce(u.pa, '{}')::bigint[]) AS x) AS parents, u.pol, u.ord
+      FROM seq, unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[], %(run_ats)s::timestamptz[],
+                       %(max_attempts)s::int[], %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[],
+                       %(parents)s::text[], %(policies)s::text[])
+                WITH ORDINALITY AS u(q, p, pr, ra, ma, lk, tn, vn, pa, pol, ord)
+     ORDER BY u.ord
+), checked AS MATERIALIZED (
+    SELECT skiplock_check_parents(ARRAY(SELECT DISTINCT x FROM v, unnest(v.parents) AS x)) AS root
+), joined AS MATERIALIZED (
+    UPDATE job_batches b SET total = b.total + (SELECT count(*) FROM v), pending = b.pending + (SELECT count(*) FROM v)
+     WHERE b.id = %(batch)s::bigint AND b.called_back_at IS NULL
+    RETURNING b.id
+), ins AS (
+    INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, lock_key, tenant, version,
+                      status, waiting_on, on_dependency_failure, workflow_id, batch_id)
+    SELECT v.id, v.q, v.p::jsonb, v.pr, coalesce(v.ra, now()), v.ma, v.lk, v.tn, v.vn,
+           (CASE WHEN cardinality(v.parents) > 0 THEN 'waiting' ELSE 'queued' END)::job_status,
+           CASE WHEN cardinality(v.parents) > 0 THEN cardinality(v.parents) END,
+           v.pol,
+           CASE WHEN cardinality(v.parents) > 0
+                THEN coalesce((SELECT coalesce(pj.workflow_id, pj.id) FROM jobs pj WHERE pj.id = v.parents[1]),
+                              v.parents[1]) END,
+           (SELECT id FROM joined)
+      FROM v, checked
+     WHERE %(batch)s::bigint IS NULL OR EXISTS (SELECT 1 FROM joined)
+     ORDER BY v.ord
+    RETURNING id
+), edges AS (
+    INSERT INTO job_deps (parent, child)
+    SELECT x, v.id FROM v CROSS JOIN LATERAL unnest(v.parents) AS x
+     WHERE EXISTS (SELECT 1 FROM ins)
+)
+SELECT id FROM ins ORDER BY id
+"""
+
+# A new batch, open until its enqueuing block ends (sealed). Sets the skiplock_linked flag.
+BATCH_OPEN = """
+WITH flag AS (SELECT setval('skiplock_linked', 1, true) WHERE pg_sequence_last_value('skiplock_linked') IS NULL)
+INSERT INTO job_batches (on_complete, on_success)
+SELECT %(on_complete)s::jsonb, %(on_success)s::jsonb FROM (SELECT count(*) FROM flag) f
+RETURNING id
+"""
+# The enqueuing block ended: a batch with nothing pending (empty, or all members final already)
+# calls back now; otherwise its last member's settle does.
+BATCH_SEAL = """
+WITH sealed AS (UPDATE job_batches SET sealed = true WHERE id = %(batch)s RETURNING id)
+SELECT skiplock_batch_call_back(id) FROM sealed
+"""
+# Whether a batch can still take members (it exists and has not called back).
+BATCH_IS_OPEN = "SELECT called_back_at IS NULL FROM job_batches WHERE id = %(batch)s"
+# A batch as its members and callbacks see it (job.batch), found from any of its jobs.
+BATCH_OF_JOB = """
+SELECT b.id, b.total, b.pending, b.succeeded, b.dead, b.cancelled, b.sealed, b.called_back_at,
+       b.complete_job_id, b.success_job_id
+  FROM job_batches b
+ WHERE b.id = (SELECT batch_id FROM jobs WHERE id = %(job)s)
+    OR b.complete_job_id = %(job)s OR b.success_job_id = %(job)s
+ LIMIT 1
+"""
+# One batch by id (the console's batch page and skiplock.batch_status).
+BATCH_BY_ID = """
+SELECT b.id, b.total, b.pending, b.succeeded, b.dead, b.cancelled, b.sealed, b.called_back_at,
+       b.complete_job_id, b.success_job_id
+  FROM job_batches b WHERE b.id = %(batch)s
+"""
+
+# A job's parents: id, the edge's final state (NULL while open) and the stored result (job.parent_results).
+PARENTS_OF = """
+SELECT e.parent, e.parent_state::text, r.result
+  FROM job_deps e LEFT JOIN job_results r ON r.job_id = e.parent
+ WHERE e.child = %(job)s
+ ORDER BY e.parent
+"""
+
+# Where a job stands, for skiplock.status/result/wait: its row if it has one, its stored result,
+# and whether its id was ever issued (a success in history mode delete leaves no row).
+JOB_STATUS = """
+SELECT j.status::text, j.last_error, j.error_headline, j.attempts, j.max_attempts, j.waiting_on,
+       j.batch_id, j.workflow_id, j.progress, j.progress_message, j.queue,
+       r.state::text, r.result, r.error,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM jobs_id_seq) >= %(job)s AS issued,
+       EXISTS (SELECT 1 FROM jobs_history h WHERE h.id = %(job)s) AS archived
+  FROM (SELECT %(job)s::bigint AS id) x
+  LEFT JOIN jobs j ON j.id = x.id
+  LEFT JOIN job_results r ON r.job_id = x.id
+"""
+
+# skiplock.wait(): register, and forget, interest in a job (skiplock_settle NOTIFYs only these).
+WATCH = """
+WITH flag AS (SELECT setval('skiplock_linked', 1, true) WHERE pg_sequence_last_value('skiplock_linked') IS NULL)
+INSERT INTO job_watchers (job_id) SELECT %(job)s FROM (SELECT count(*) FROM flag) f
+"""
+UNWATCH = "DELETE FROM job_watchers WHERE ctid = (SELECT ctid FROM job_watchers WHERE job_id = %(job)s LIMIT 1)"
+# Watchers left by a process that died while waiting.
+PRUNE_WATCHERS = "DELETE FROM job_watchers WHERE since < now() - make_interval(secs => %(older_than)s)"
+# Stored results past their retention (SKIPLOCK_RESULT_TTL), a bounded batch at a time.
+PRUNE_RESULTS = """
+DELETE FROM job_results WHERE job_id = ANY (ARRAY(
+    SELECT job_id FROM job_results WHERE finished_at < now() - make_interval(secs => %(older_than)s)
+     ORDER BY finished_at LIMIT %(limit)s))
+"""
+
+# job.progress(): the latest fraction and message of this worker's running jobs, fenced like the
+# heartbeat (same worker, still running), written beside it.
+PROGRESS = f"""
+UPDATE jobs j
+   SET progress = v.fraction, progress_message = v.message, progress_at = now()
+  FROM unnest(%(ids)s::bigint[], %(fractions)s::float4[], %(messages)s::text[]) AS v(id, fraction, message)
+       {_own_rows(with_attempt=False)}
+ WHERE j.ctid = f.ctid
+"""
+
+# Cancel the rest of a workflow: every job of it that has not started (queued or waiting) ends
+# failed, through CANCEL_QUEUED's statement (so their batches and dependents are settled too).
+WORKFLOW_UNSTARTED = """
+SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('queued', 'waiting')
+"""
+# The running jobs of a workflow (a cancel request each) and its dead ones (retry the dead ones:
+# first the jobs that failed on their own; their dependents come back with them).
+WORKFLOW_RUNNING = """
+SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status = 'running'
+"""
+WORKFLOW_DEAD_ROOT_CAUSES = """
+SELECT id FROM jobs
+ WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('dead', 'failed')
+   AND error_group IS DISTINCT FROM 'dependency failed'
+"""
+
+# ---- the workflow sweeper (services/workflow_sweeper.py) and the doctor's check ---------------------
+# Open edges whose parent is already final, or gone, while the child still waits: a finalising
+# statement that did not call skiplock_settle (a hand-written UPDATE, an old client). Read through
+# jobs_waiting_idx and the edges' child index, never a scan of jobs.
+STRANDED_EDGES = """
+SELECT e.parent, coalesce(p.status::text, r.state::text, 'succeeded') AS state,
+       coalesce(p.error_headline, r.error) AS head
+  FROM jobs c
+  JOIN job_deps e ON e.child = c.id AND e.parent_state IS NULL
+  LEFT JOIN jobs p ON p.id = e.parent
+  LEFT JOIN job_results r ON r.job_id = e.parent
+ WHERE c.status = 'waiting'
+   AND (p.id IS NULL OR p.status IN ('succeeded', 'dead', 'failed'))
+   AND c.created_at < now() - make_interval(secs => %(grace)s)
+ LIMIT %(limit)s
+"""
+# Waiting jobs whose counter disagrees with their open edges (recounted, then released at zero).
+MISCOUNTED_WAITING = """
+SELECT c.id, c.waiting_on, (SELECT count(*) FROM job_deps e WHERE e.child = c.id AND e.parent_state IS NULL) AS open
+  FROM jobs c
+ WHERE c.status = 'waiting' AND c.created_at < now() - make_interval(secs => %(grace)s)
+   AND c.waiting_on <> (SELECT count(*) FROM job_deps e WHERE e.child = c.id AND e.parent_state IS NULL)
+ LIMIT %(limit)s
+"""
+RECOUNT_WAITING = """
+WITH fixed AS (
+    UPDATE jobs c
+       SET waiting_on = x.open,
+           status = (CASE WHEN x.open = 0 THEN 'queued' ELSE 'waiting' END)::job_status,
+           run_at = CASE WHEN x.open = 0 THEN greatest(c.run_at, now()) ELSE c.run_at END
+      FROM (SELECT j.id, (SELECT count(*) FROM job_deps e WHERE e.child = j.id AND e.parent_state IS NULL)::int AS open
+              FROM jobs j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'waiting' FOR UPDATE OF j) x
+     WHERE c.id = x.id
+    RETURNING c.id, c.queue, c.status
+)
+SELECT id, queue, status::text FROM fixed
+"""
+# Settle parents the normal path missed (STRANDED_EDGES' rows).
+SETTLE = "SELECT skiplock_settle(%(ids)s::bigint[], %(states)s::text[], %(batches)s::bigint[], %(heads)s::text[])"
+# Batches that are done but never called back, and batches whose pending counter disagrees with
+# their members (each counted through jobs_batch_idx).
+UNCALLED_BATCHES = """
+SELECT id FROM job_batches WHERE called_back_at IS NULL AND sealed AND pending = 0 LIMIT %(limit)s
+"""
+MISCOUNTED_BATCHES = """
+SELECT b.id, b.pending, m.pending AS counted
+  FROM job_batches b
+  CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE j.status IN ('waiting', 'queued', 'running')) AS pending
+                        FROM jobs j WHERE j.batch_id = b.id) m
+ WHERE b.called_back_at IS NULL AND b.sealed AND b.created_at < now() - make_interval(secs => %(grace)s)
+   AND m.pending < b.pending
+ LIMIT %(limit)s
+"""
+# A batch recounted from its members' rows: members whose rows are gone (deleted at success) are
+# the total less those counted, taken as succeeded; then the call back if that made it done.
+RECOUNT_BATCH = """
+WITH m AS (
+    SELECT count(*) FILTER (WHERE status IN ('waiting', 'queued', 'running'))::int AS pending,
+           count(*) FILTER (WHERE status = 'dead')::int AS dead,
+           count(*) FILTER (WHERE status = 'failed')::int AS cancelled
+      FROM jobs WHERE batch_id = %(batch)s
+), fixed AS (
+    UPDATE job_batches b
+       SET pending = m.pending, dead = m.dead, cancelled = m.cancelled,
+           succeeded = b.total - m.pending - m.dead - m.cancelled
+      FROM m WHERE b.id = %(batch)s AND b.called_back_at IS NULL
+    RETURNING b.id
+)
+SELECT skiplock_batch_call_back(id) FROM fixed
+"""
+CALL_BACK = "SELECT skiplock_batch_call_back(%(batch)s)"
 
 # ---- bulk statements for `skiplock bench` and tests/benchmarks -----------------------------------
 # The benchmark writes jobs through these, beside the core's, not with SQL of its own.

@@ -1,0 +1,213 @@
+"""Jobs linked to other jobs at enqueue: parents (`depends_on`) and batch membership.
+
+A linked job is written by one statement (queries.ENQUEUE_LINKED) that also writes its edges and
+counts it into its batch, so an autocommit connection cannot keep half of it. Everything a caller
+can get wrong is checked first and raises EnqueueError before anything is written; unknown parent
+ids are looked up with a read-only query, so the caller's transaction stays usable. What happens
+when a parent finishes is the database's business (migration 026's skiplock_settle), in the
+parent's own finalising statement. The design: docs/explanation/workflows-design.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from skiplock import adapters
+from skiplock.core import queries
+from skiplock.core.errors import EnqueueError
+
+# What a dependent does when a parent ends dead or cancelled: end with it (the default) or run anyway.
+DEPENDENCY_POLICIES = ("dead", "run")
+MAX_PARENTS = 100_000  # one fan-in job may wait on this many parents
+
+
+def parent_ids(depends_on: object) -> list[int]:
+    """`depends_on` as a list of distinct job ids in the given order; EnqueueError on anything else."""
+    if isinstance(depends_on, int | str | bytes | Mapping) or not isinstance(depends_on, Iterable):
+        raise EnqueueError(f"depends_on must be a list of job ids, got {type(depends_on).__name__}")
+    ids: list[int] = []
+    seen: set[int] = set()
+    for item in depends_on:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise EnqueueError(f"depends_on must hold job ids (int), got {item!r}")
+        if not 0 < item < 2**63:
+            raise EnqueueError(f"depends_on: {item} is not a job id")
+        if item not in seen:
+            seen.add(item)
+            ids.append(item)
+    if len(ids) > MAX_PARENTS:
+        raise EnqueueError(f"depends_on names {len(ids)} jobs, more than {MAX_PARENTS}")
+    return ids
+
+
+def policy_value(on_dependency_failure: object) -> str | None:
+    """The column value of a dependency policy: NULL for the default 'dead', 'run' for run."""
+    if on_dependency_failure not in DEPENDENCY_POLICIES:
+        raise EnqueueError(f"on_dependency_failure must be one of {', '.join(map(repr, DEPENDENCY_POLICIES))}, "
+                           f"got {on_dependency_failure!r}")
+    return None if on_dependency_failure == "dead" else "run"
+
+
+def refuse_unique(unique_key: object) -> None:
+    """A linked job cannot collapse onto another by unique_key: its parents' or batch's counters
+    would count a job that was never inserted, and never reach zero."""
+    if unique_key is not None:
+        raise EnqueueError("unique_key cannot be combined with depends_on or a batch "
+                           "(a collapsed insert would leave a counter that never reaches zero)")
+
+
+def check_parents_exist(raw: Any, parents: Sequence[int]) -> None:
+    """EnqueueError naming the ids that are not jobs (nor were): nothing has been written yet."""
+    if not parents:
+        return
+    rows = _run(raw, queries.UNKNOWN_PARENTS, {"parents": list(parents)})
+    unknown = rows[0][0] if rows else []
+    if unknown:
+        raise EnqueueError(f"depends_on: unknown job id(s) {', '.join(map(str, unknown))} "
+                           "(a parent must exist before its dependent: that also rules out cycles)")
+
+
+def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]], policies: Sequence[str | None],
+                  batch: int | None = None) -> list[int]:
+    """Insert validated JobSpecs, each with its parents and policy, optionally into `batch`; their ids.
+
+    `raw` is the caller's connection (its transaction) or None for a pooled one.
+    """
+    for spec in specs:
+        refuse_unique(spec.unique_key)
+    check_parents_exist(raw, sorted({p for ps in parents for p in ps}))
+    params = {
+        "queues": [s.queue for s in specs], "payloads": [s.payload_json for s in specs],
+        "priorities": [s.priority for s in specs], "run_ats": [s.run_at for s in specs],
+        "max_attempts": [s.max_attempts for s in specs], "lock_keys": [s.lock_key for s in specs],
+        "tenants": [s.tenant for s in specs], "versions": [s.version for s in specs],
+        "parents": ["{" + ",".join(map(str, ps)) + "}" for ps in parents], "policies": list(policies),
+        "batch": batch,
+    }
+    ids = [row[0] for row in _run(raw, queries.ENQUEUE_LINKED, params)]
+    if batch is not None and len(ids) != len(specs):
+        raise EnqueueError(f"batch {batch} has already called back (or does not exist): it takes no more members")
+    return ids
+
+
+def _run(raw: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
+    """Run on the caller's connection, or in one transaction of a pooled one."""
+    if raw is not None:
+        with adapters.tuple_cursor(raw) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    from skiplock.core.producer import default_pool  # the producer's pool (producer imports this module)
+
+    with default_pool().connection() as pooled, pooled.transaction(), pooled.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+# ---- batches --------------------------------------------------------------------------------------
+
+
+def _callback(name: str, value: object) -> str | None:
+    """on_complete / on_success as the JSON the batch row keeps: (queue, payload) or None."""
+    if value is None:
+        return None
+    from skiplock.core.producer import _validate_queue, producer_settings, serialize_payload
+
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise EnqueueError(f"{name} must be a (queue, payload) pair, got {value!r}")
+    queue, payload = value
+    _validate_queue(queue)
+    return ('{"queue": ' + serialize_payload(queue, 1024) + ', "payload": '
+            + serialize_payload(payload, producer_settings().max_payload_bytes) + "}")
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A batch as its members and callbacks see it (`job.batch`) and as `skiplock.batch_status` returns it."""
+
+    id: int
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    sealed: bool
+    called_back: bool
+    complete_job_id: int | None
+    success_job_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> BatchInfo:
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] is not None, row[8], row[9])
+
+
+class Batch:
+    """An open batch: jobs enqueued through it are its members (see `skiplock.batch`)."""
+
+    def __init__(self, batch_id: int, raw: Any) -> None:
+        self.id = batch_id
+        self._raw = raw
+
+    def enqueue(self, queue: str, payload: Any, *, depends_on: Iterable[int] | None = None,
+                on_dependency_failure: str = "dead", **options: Any) -> int:
+        """Enqueue one member; the arguments are `skiplock.enqueue`'s (no unique_key)."""
+        return self.enqueue_many([{"queue": queue, "payload": payload, "depends_on": depends_on,
+                                   "on_dependency_failure": on_dependency_failure, **options}])[0]
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[int]:
+        """Enqueue many members in one statement; items as for `skiplock.enqueue_many`."""
+        from skiplock.core.producer import linked_specs
+
+        specs, parents, policies = linked_specs(jobs)
+        if not specs:
+            return []
+        return insert_linked(self._raw, specs, parents, policies, batch=self.id)
+
+
+@contextmanager
+def batch(on_complete: tuple[str, Any] | None = None, on_success: tuple[str, Any] | None = None, *,
+          conn: Any = None, id: int | None = None) -> Iterator[Batch]:
+    """A batch of jobs with callbacks; `with skiplock.batch(...) as b: b.enqueue(...)`.
+
+    `on_complete=(queue, payload)` is enqueued once every member is final (succeeded, dead or
+    cancelled); `on_success=(queue, payload)` only when every member succeeded. Each is enqueued
+    exactly once, by the statement that finalises the last member. An empty batch calls back when
+    the block ends. With `conn=` everything joins that connection's transaction (roll it back and
+    nothing is left); without it, the block is one transaction of a pooled connection.
+    `id=` re-opens a batch to add members (from a member's handler, say) until it has called back.
+    Leaving the block by an exception does not seal the batch (it would never call back): roll the
+    transaction back.
+    """
+    complete_json, success_json = _callback("on_complete", on_complete), _callback("on_success", on_success)
+    if id is not None and (complete_json or success_json):
+        raise EnqueueError("on_complete/on_success belong to a new batch, not to batch(id=...)")
+    if conn is not None:
+        raw = adapters.sync_connection(conn)
+        yield from _batch_on(raw, id, complete_json, success_json)
+        return
+    from skiplock.core.producer import default_pool
+
+    with default_pool().connection() as pooled, pooled.transaction():
+        yield from _batch_on(pooled, id, complete_json, success_json)
+
+
+def _batch_on(raw: Any, batch_id: int | None, complete_json: str | None, success_json: str | None) -> Iterator[Batch]:
+    """Open (or re-open) the batch on `raw`, yield it, seal it when the block ends normally."""
+    with adapters.tuple_cursor(raw) as cur:
+        if batch_id is None:
+            cur.execute(queries.BATCH_OPEN, {"on_complete": complete_json, "on_success": success_json})
+            row = cur.fetchone()
+            assert row is not None
+            batch_id = int(row[0])
+        else:
+            cur.execute(queries.BATCH_IS_OPEN, {"batch": batch_id})
+            row = cur.fetchone()
+            if row is None or not row[0]:
+                raise EnqueueError(f"batch {batch_id} has already called back (or does not exist): "
+                                   "it takes no more members")
+    yield Batch(batch_id, raw)
+    with adapters.tuple_cursor(raw) as cur:
+        cur.execute(queries.BATCH_SEAL, {"batch": batch_id})
+        cur.fetchall()
