@@ -23,7 +23,18 @@ from skiplock.core.errors import (
     SkiplockError,
     Snooze,
 )
+from skiplock.core.links import Batch, BatchInfo, batch
 from skiplock.core.producer import enqueue, enqueue_many
+from skiplock.core.results import (
+    JobFailed,
+    JobInfo,
+    JobNotFound,
+    ResultNotReady,
+    ResultTooLarge,
+    result,
+    status,
+    wait,
+)
 from skiplock.core.registry import TASK_OPTIONS, JobContext, task
 from skiplock.core.status import JobStatus
 from skiplock.hooks import on_dead, on_failure
@@ -34,7 +45,7 @@ from skiplock.recurring_defs import recurring
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they
 # happen to live in (which moved once already, in the layering of issue 18).
 for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
-                SkiplockError, Snooze):
+                SkiplockError, Snooze, JobFailed, JobNotFound, ResultNotReady, ResultTooLarge):
     _public.__module__ = __name__
 
 # @task's extra keywords and what takes each: the one list (nothing registers itself on import).
@@ -53,17 +64,25 @@ except PackageNotFoundError:  # imported from a bare source tree that was never 
     __version__ = "0+unknown"
 
 __all__ = [
+    "Batch",
+    "BatchInfo",
     "ConfigError",
     "Discard",
     "EnqueueError",
     "JobContext",
+    "JobFailed",
+    "JobInfo",
+    "JobNotFound",
     "JobOwnershipLost",
     "JobStatus",
     "PermanentFailure",
+    "ResultNotReady",
+    "ResultTooLarge",
     "RetryAfter",
     "SkiplockError",
     "Snooze",
     "__version__",
+    "batch",
     "enqueue",
     "enqueue_async",
     "enqueue_many",
@@ -71,5 +90,8 @@ __all__ = [
     "on_dead",
     "on_failure",
     "recurring",
+    "result",
+    "status",
     "task",
+    "wait",
 ]

@@ -60,6 +60,7 @@ class DrainedJob:
     status: str  # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'snoozed' | 'dead' | 'failed'
     error: str | None
     retry_in: float | None
+    result: Any = None  # the handler's return value as stored (JSON round-trip), for a success
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             tracing.end_run(outcome.status, outcome.error)
             core.ack_batch(db, worker_id, [outcome], history=settings.history)
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
-                                   outcome.error, outcome.delay if outcome.status in ("queued", "snoozed") else None))
+                                   outcome.error, outcome.delay if outcome.status in ("queued", "snoozed") else None,
+                                   json.loads(outcome.result) if outcome.result is not None else None))
 
 
 def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
@@ -143,7 +145,7 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
         else:
             result = task.func(payload)
         outcomes.check_result(job, result)
-        return outcomes.succeeded(job)
+        return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
     except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
         outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
         hooks.failed(job, exc, outcome)

@@ -51,6 +51,11 @@ class Settings:
     # SKIPLOCK_STATS_RETENTION: seconds of per-minute job_stats kept (the console charts up to 7 days)
     stats_retention: float = 8 * 86400.0
     max_payload_bytes: int = 1_048_576  # SKIPLOCK_MAX_PAYLOAD_BYTES: largest JSON payload accepted
+    # SKIPLOCK_MAX_RESULT_BYTES: largest JSON return value stored (a larger one ends the job dead, saying so)
+    max_result_bytes: int = 262_144
+    result_ttl: float = 7 * 86400.0  # SKIPLOCK_RESULT_TTL: seconds stored results are kept
+    # SKIPLOCK_SWEEP_INTERVAL: seconds between passes of the workflow sweeper (stranded waits, missed callbacks)
+    sweep_interval: float = 30.0
     default_max_attempts: int = 20  # SKIPLOCK_MAX_ATTEMPTS: max_attempts when enqueue gives none
     backoff_base: float = 1.0  # SKIPLOCK_BACKOFF_BASE: first retry delay in seconds
     backoff_cap: float = 3600.0  # SKIPLOCK_BACKOFF_CAP: longest retry delay in seconds
@@ -194,6 +199,10 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_STATS_RETENTION": ("stats_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_MAX_PAYLOAD_BYTES": (
         "max_payload_bytes", lambda n, r: _number(n, r, int, 2, "a whole number of bytes >= 2")),
+    "SKIPLOCK_MAX_RESULT_BYTES": (
+        "max_result_bytes", lambda n, r: _number(n, r, int, 2, "a whole number of bytes >= 2")),
+    "SKIPLOCK_RESULT_TTL": ("result_ttl", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
+    "SKIPLOCK_SWEEP_INTERVAL": ("sweep_interval", lambda n, r: _number(n, r, float, 0.05, "seconds >= 0.05")),
     "SKIPLOCK_MAX_ATTEMPTS": ("default_max_attempts", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_BACKOFF_BASE": ("backoff_base", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_BACKOFF_CAP": ("backoff_cap", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),

@@ -211,6 +211,15 @@ def heartbeat(
     return {row[0] for row in rows}
 
 
+def write_progress(conn: psycopg.Connection, worker_id: str, reported: dict[int, tuple[float, str | None]]) -> None:
+    """Write job.progress() reports of this worker's running jobs (fenced: others' rows are untouched)."""
+    if not reported:
+        return
+    ids = list(reported)
+    conn.execute(queries.PROGRESS, {"ids": number_array(ids), "fractions": [reported[i][0] for i in ids],
+                                    "messages": [reported[i][1] for i in ids], "worker_id": worker_id})
+
+
 # The ack statement of each history mode: they differ only in what a success does.
 _ACK_BY_HISTORY = {HistoryMode.DELETE: queries.ACK_BATCH, HistoryMode.KEEP: queries.ACK_BATCH_KEEP,
                    HistoryMode.PARTITIONED: queries.ACK_BATCH_TO_HISTORY}

@@ -35,12 +35,13 @@ class JobContext:
     # Set by complete()/complete_async() once the fenced completion ran in the handler's
     # transaction: the worker then leaves the job to that transaction and does not ack it again.
     _completed: list[bool] = field(default_factory=list, compare=False, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # parents, read once
 
     @property
     def completed_in_transaction(self) -> bool:
         return bool(self._completed)
 
-    def complete(self, conn: Any) -> None:
+    def complete(self, conn: Any, result: Any = None) -> None:
         """Mark this run's job done inside the transaction of `conn`, with the handler's own writes.
 
         `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or Session, or a Django
@@ -52,15 +53,17 @@ class JobContext:
         from skiplock import adapters
         from skiplock.core import core
 
-        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history)
+        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
+                                              result=_result_text(result))
         self._check(adapters.run_sync(conn, sql, params))
 
-    async def complete_async(self, conn: Any) -> None:
+    async def complete_async(self, conn: Any, result: Any = None) -> None:
         """complete() for a psycopg AsyncConnection or an SQLAlchemy AsyncConnection/AsyncSession."""
         from skiplock import adapters
         from skiplock.core import core
 
-        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history)
+        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
+                                              result=_result_text(result))
         self._check(await adapters.run_async(conn, sql, params))
 
     def _check(self, rows: Sequence[Any]) -> None:
@@ -77,12 +80,70 @@ class JobContext:
 
         return is_requested(self.id)
 
+    # ---- workflows (docs/howto/workflows.md): read lazily, on the producer's pool --------------------
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far this run is (0..1), with an optional message: cheap enough to call per item.
+
+        Shown on the console's Long-runners and returned by skiplock.status(); written by the
+        worker's heartbeat about once a second (worker/core/progress.py).
+        """
+        from skiplock.core import progress
+
+        progress.report(self.id, fraction, message)
+
+    @property
+    def parent_results(self) -> dict[int, Any]:
+        """Each parent's id -> its stored result (None when it returned nothing, or did not succeed)."""
+        return {parent: result for parent, _state, result in self._parents()}
+
+    @property
+    def parent_states(self) -> dict[int, str]:
+        """Each parent's id -> its final state (succeeded, dead, failed): with on_dependency_failure="run"
+        a dependent runs after a failed parent too, and can tell."""
+        return {parent: state for parent, state, _result in self._parents()}
+
+    def _parents(self) -> list[tuple[int, str, Any]]:
+        if not self._cache.get("parents"):
+            from skiplock.core import queries
+
+            self._cache["parents"] = _read(queries.PARENTS_OF, {"job": self.id})
+        return self._cache["parents"]
+
+    @property
+    def batch(self) -> Any:
+        """The batch this job belongs to, or calls back for: a BatchInfo (id, total, succeeded, dead,
+        cancelled, pending) read now; None when it has none."""
+        from skiplock.core import queries
+        from skiplock.core.links import BatchInfo
+
+        rows = _read(queries.BATCH_OF_JOB, {"job": self.id})
+        return BatchInfo.from_row(rows[0]) if rows else None
+
     def check_cancelled(self) -> None:
         """Raise Cancelled if an operator asked to cancel this run: call it between units of work."""
         if self.cancel_requested:
             from skiplock.core.errors import Cancelled
 
             raise Cancelled(f"job {self.id}: cancel requested")
+
+
+def _read(sql: str, params: dict[str, Any]) -> list[Any]:
+    """A read for a handler's JobContext, on the producer's pool (DATABASE_URL)."""
+    from skiplock.core.producer import default_pool
+
+    with default_pool().connection() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _result_text(value: Any) -> str | None:
+    """complete(conn, result=...)'s value as stored JSON (the worker's limit, SKIPLOCK_MAX_RESULT_BYTES)."""
+    if value is None:
+        return None
+    from skiplock.core.config import load_settings
+    from skiplock.core.results import encode_result
+
+    return encode_result(value, load_settings().max_result_bytes)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import psycopg
 
 from skiplock import adapters
 from skiplock.core import queries
-from skiplock.core.errors import SkiplockError
+from skiplock.core.errors import PermanentFailure, SkiplockError
 
 FINAL_STATES = ("succeeded", "dead", "failed")
 # How often wait() looks again without a notification: a safety net, not the mechanism.
@@ -46,7 +46,7 @@ class JobFailed(SkiplockError):
         super().__init__(f"job {job_id} ended {state}" + (f": {error}" if error else ""))
 
 
-class ResultTooLarge(SkiplockError):
+class ResultTooLarge(PermanentFailure):
     """A handler returned more than SKIPLOCK_MAX_RESULT_BYTES of JSON."""
 
 

@@ -165,7 +165,7 @@ class Executor:
             # the context is built only for handlers that declare `job`: most do not, and it is
             # a frozen dataclass of ten fields, built per job
             context = self._context(job) if task.wants_job else None
-            outcome = _call(task, job, payload, context)
+            outcome = _call(task, job, payload, context, self.settings.max_result_bytes)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
             outcome = self.failure_outcome(job, exc)
         self._record(job, outcome, started, context)
@@ -180,7 +180,7 @@ class Executor:
             payload = self.flow.upgrade(job, json.loads(job.payload))
             if task.wants_job:
                 context = self._context(job)
-            outcome = await _call_async(task, job, payload, context)
+            outcome = await _call_async(task, job, payload, context, self.settings.max_result_bytes)
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
             if cancel.is_requested(job.id):
@@ -284,20 +284,23 @@ class Executor:
             self.signals.wake.set()
 
 
-def _call(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None) -> core.Outcome:
-    """Call a sync handler; what it returns makes its success Outcome (an exception propagates)."""
+def _call(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None,
+          max_result_bytes: int) -> core.Outcome:
+    """Call a sync handler; what it returns makes its success Outcome (an exception propagates):
+    its JSON-serialisable return value is stored with the ack (skiplock.result)."""
     result = task.func(payload, job=context) if context is not None else task.func(payload)
     outcomes.check_result(job, result)
-    return outcomes.succeeded(job)
+    return outcomes.succeeded(job, result, max_result_bytes)
 
 
-async def _call_async(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None) -> core.Outcome:
+async def _call_async(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None,
+                      max_result_bytes: int) -> core.Outcome:
     """Await an `async def` handler; what it returns makes its success Outcome (an exception propagates)."""
     if context is not None:
-        await task.func(payload, job=context)
+        result = await task.func(payload, job=context)
     else:
-        await task.func(payload)
-    return outcomes.succeeded(job)
+        result = await task.func(payload)
+    return outcomes.succeeded(job, result, max_result_bytes)
 
 
 def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> dict[str, Any]:

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
 
-from skiplock.core import cancel, core
+from skiplock.core import cancel, core, progress
 from skiplock.core.db import describe_db_error, is_connection_error
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.ledger import Counters, HeldJobs
 
 log = logging.getLogger("skiplock.worker")
+# How often reported progress reaches the database at most: the console refreshes every 2 s.
+PROGRESS_SECONDS = 1.0
 
 
 class Heartbeat:
@@ -52,6 +55,7 @@ class Heartbeat:
             with self._row_writes, self._connect() as conn:
                 kept = core.heartbeat(conn, self.worker_id, ids, leases)
                 cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (core/cancel.py)
+                core.write_progress(conn, self.worker_id, progress.take())  # job.progress() (core/progress.py)
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:
@@ -70,9 +74,26 @@ class Heartbeat:
             log.warning("job %d: lease lost (reaped or released); its result will be dropped", job_id)
         return lost
 
+    def write_progress(self) -> None:
+        """Write what handlers reported with job.progress() since the last write (between heartbeats)."""
+        reported = progress.take()
+        if not reported:
+            return
+        try:
+            with self._row_writes, self._connect() as conn:
+                core.write_progress(conn, self.worker_id, reported)
+        except Exception as exc:  # progress is a display: a lost write is replaced by the next report
+            log.warning("progress not written (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
+
     def run(self, interval: float, done: threading.Event) -> None:
-        """The heartbeat thread: a pass every `interval` seconds until `done` is set."""
+        """The heartbeat thread: a pass every `interval` seconds until `done` is set, and in between
+        the handlers' progress about once a second (PROGRESS_SECONDS) when there is any."""
         if interval <= 0:
             return  # heartbeats disabled (tests of lease overrun)
-        while not done.wait(interval):
-            self.run_once()
+        next_beat = time.monotonic() + interval
+        while not done.wait(min(PROGRESS_SECONDS, max(0.0, next_beat - time.monotonic()))):
+            if time.monotonic() >= next_beat:
+                self.run_once()
+                next_beat = time.monotonic() + interval
+            elif progress.pending():
+                self.write_progress()

@@ -13,6 +13,7 @@ from typing import Any
 from skiplock.core import core
 from skiplock.core.backoff import backoff_seconds
 from skiplock.core.errors import Discard, PermanentFailure, RetryAfter, Snooze
+from skiplock.core.results import DEFAULT_MAX_RESULT_BYTES, encode_result
 
 MAX_ERROR_CHARS = 8000
 
@@ -37,8 +38,14 @@ def check_result(job: core.ClaimedJob, result: Any) -> None:
                                "without running it: declare the handler itself `async def` so the worker awaits it")
 
 
-def succeeded(job: core.ClaimedJob) -> core.Outcome:
-    return core.Outcome(job.id, job.queue, job.attempts, "ok")
+def succeeded(job: core.ClaimedJob, value: Any = None, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> core.Outcome:
+    """A success, with the handler's return value as the JSON text to store (None: nothing to store).
+
+    A value over `max_result_bytes` raises ResultTooLarge, a PermanentFailure: the job ends dead
+    saying so, instead of losing what its dependents expect to read."""
+    if value is None:
+        return core.Outcome(job.id, job.queue, job.attempts, "ok")
+    return core.Outcome(job.id, job.queue, job.attempts, "ok", result=encode_result(value, max_result_bytes))
 
 
 def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: float,
