@@ -25,6 +25,7 @@ from skiplock.core.errors import (
 )
 from skiplock.core.links import Batch, BatchInfo, batch
 from skiplock.core.producer import enqueue, enqueue_many
+from skiplock.core.registry import TASK_OPTIONS, JobContext, task
 from skiplock.core.results import (
     JobFailed,
     JobInfo,
@@ -35,7 +36,6 @@ from skiplock.core.results import (
     status,
     wait,
 )
-from skiplock.core.registry import TASK_OPTIONS, JobContext, task
 from skiplock.core.status import JobStatus
 from skiplock.hooks import on_dead, on_failure
 from skiplock.producer_async import enqueue_async, enqueue_many_async

@@ -38,7 +38,8 @@ def check_result(job: core.ClaimedJob, result: Any) -> None:
                                "without running it: declare the handler itself `async def` so the worker awaits it")
 
 
-def succeeded(job: core.ClaimedJob, value: Any = None, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> core.Outcome:
+def succeeded(job: core.ClaimedJob, value: Any = None,
+              max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> core.Outcome:
     """A success, with the handler's return value as the JSON text to store (None: nothing to store).
 
     A value over `max_result_bytes` raises ResultTooLarge, a PermanentFailure: the job ends dead
