@@ -424,6 +424,11 @@ def prune_finished(conn: psycopg.Connection, status: str, older_than: float, lim
     return cur.rowcount
 
 
+def prune_results(conn: psycopg.Connection, older_than: float, limit: int) -> int:
+    """Delete up to `limit` stored results older than `older_than` seconds (SKIPLOCK_RESULT_TTL)."""
+    return conn.execute(queries.PRUNE_RESULTS, {"older_than": older_than, "limit": limit}).rowcount
+
+
 def prune_stats(conn: psycopg.Connection, older_than: float, limit: int) -> int:
     """Pruner: fold up to `limit` per-minute stats rows older than `older_than` seconds into the totals."""
     row = conn.execute(queries.PRUNE_STATS, {"older_than": older_than, "limit": limit}).fetchone()

@@ -388,6 +388,32 @@ def check_versions(conn: psycopg.Connection, settings: Settings) -> Check:
     return Check(name, OK, "Every queued job's payload version is one a live worker of its queue handles.")
 
 
+# ---- 8. workflows: nothing stranded ----------------------------------------------------------------
+
+
+def check_workflows(conn: psycopg.Connection, settings: Settings) -> Check:
+    """Waiting jobs whose parents are all final, and finished batches with no callback: the workflow
+    sweeper (services/workflow_sweeper.py) repairs them; here they are only reported."""
+    from skiplock.services import workflow_sweeper
+
+    name = "workflows"
+    found = workflow_sweeper.find(conn)
+    if not found.found:
+        return Check(name, OK, "No waiting job whose parents are all final, and no finished batch without "
+                     "its callback.")
+    details = ([{"stranded_parent": i} for i in found.stranded_parents]
+               + [{"miscounted_waiting_job": i} for i in found.recounted_jobs]
+               + [{"miscounted_batch": i} for i in found.recounted_batches]
+               + [{"batch_without_callback": i} for i in found.called_back])
+    return Check(name, FAIL, f"{found.found} workflow item(s) would wait forever without the sweeper: "
+                 f"{len(found.stranded_parents)} finished parent(s) whose dependents were not told, "
+                 f"{len(found.recounted_jobs)} miscounted waiting job(s), {len(found.recounted_batches)} "
+                 f"miscounted batch(es), {len(found.called_back)} finished batch(es) without callback.",
+                 "Run a worker (its workflow sweeper repairs these within SKIPLOCK_SWEEP_INTERVAL), and look "
+                 "for what finished these jobs outside skiplock (a hand-written UPDATE or DELETE of jobs).",
+                 details)
+
+
 # ---- running them ----------------------------------------------------------------------------------
 
 CHECKS: list[tuple[str, Callable[..., Check]]] = [
@@ -398,6 +424,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("connection budget", check_connections),
     ("served queues", check_unserved_queues),
     ("payload versions", check_versions),
+    ("workflows", check_workflows),
 ]
 
 

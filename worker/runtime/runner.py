@@ -55,6 +55,7 @@ from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
+from skiplock.services.workflow_sweeper import WorkflowSweeper
 
 log = logging.getLogger("skiplock.worker")
 
@@ -291,6 +292,8 @@ class Worker:
             ("pruner", Pruner(pool, self.settings).run_once, PRUNE_SECONDS),
             ("lost-handoffs", self.claimer.release_lost_handoffs, LOST_HANDOFF_CHECK_SECONDS),
             ("recurring-slots-prune", recurring.prune_slots, PRUNE_SECONDS),
+            # dependents and batches the normal path could not settle (a job finished outside skiplock)
+            ("workflow-sweeper", WorkflowSweeper(pool).run_once, self.settings.sweep_interval),
         ]
         if self.settings.history == HistoryMode.PARTITIONED:
             from skiplock.services.history import HistoryPartitions

@@ -8,11 +8,15 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import audit, core
+from skiplock.core import audit, core, queries
 from skiplock.core.config import Settings
 from skiplock.core.status import JobStatus
 
 log = logging.getLogger("skiplock.pruner")
+
+# A wait() registration older than this belongs to a process that died while waiting (wait() itself
+# deletes its row when it returns); a day is far past any sensible wait.
+WATCHER_SECONDS = 86400.0
 
 
 class Pruner:
@@ -43,6 +47,9 @@ class Pruner:
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
             # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
             total += self._in_batches(lambda n: core.prune_stats(conn, self.settings.stats_retention, n))
+            # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died
+            total += self._in_batches(lambda n: core.prune_results(conn, self.settings.result_ttl, n))
+            conn.execute(queries.PRUNE_WATCHERS, {"older_than": WATCHER_SECONDS})
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total
