@@ -74,7 +74,7 @@ def repair(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
             if released:
                 conn.execute(queries.NOTIFY_QUEUES, {"queues": released})
         sweep.recounted_jobs = [r[0] for r in fixed]
-    for (batch_id,) in conn.execute(queries.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH}).fetchall():
+    for batch_id, *_counts in conn.execute(queries.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH}).fetchall():
         with conn.transaction():
             conn.execute(queries.RECOUNT_BATCH, {"batch": batch_id}).fetchall()
         sweep.recounted_batches.append(batch_id)
