@@ -19,10 +19,11 @@ import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from skiplock import adapters
-from skiplock.core import queries, tracing
+from skiplock.core import links, queries, tracing
 from skiplock.core.config import load_settings, validate_database_url
 from skiplock.core.db import connect_kwargs
-from skiplock.core.producer import _many_params, _many_specs, _one_job_statement
+from skiplock.core.errors import EnqueueError
+from skiplock.core.producer import _any_linked, _many_params, _many_specs, _one_job_statement, linked_specs
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -63,13 +64,15 @@ async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[A
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
                         unique_key: None = ..., max_attempts: int | None = ..., on_conflict: str = ...,
-                        lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...) -> int: ...
+                        lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...,
+                        depends_on: Iterable[int] | None = ..., on_dependency_failure: str = ...) -> int: ...
 @overload
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
                         unique_key: str | None, max_attempts: int | None = ..., on_conflict: str = ...,
                         lock_key: str | None = ..., tenant: str | None = ...,
-                        version: int | None = ...) -> int | None: ...
+                        version: int | None = ..., depends_on: Iterable[int] | None = ...,
+                        on_dependency_failure: str = ...) -> int | None: ...
 
 
 async def enqueue_async(
@@ -86,11 +89,22 @@ async def enqueue_async(
     lock_key: str | None = None,
     tenant: str | None = None,
     version: int | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_dependency_failure: str = "dead",
 ) -> int | None:
     """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight
-    (on_conflict, lock_key, tenant and version as for `enqueue`)."""
+    (on_conflict, lock_key, tenant, version, depends_on and on_dependency_failure as for `enqueue`)."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
+    if depends_on is not None or on_dependency_failure != "dead":
+        if on_conflict != "ignore":
+            raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+        specs, parents, policies = linked_specs([{
+            "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
+            "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
+            "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
+        with tracing.enqueue_span(queue):
+            return (await links.insert_linked_async(conn, specs, parents, policies))[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
                                          run_at=run_at, delay=delay, unique_key=unique_key,
@@ -104,10 +118,18 @@ async def enqueue_many_async(
     jobs: Iterable[Mapping[str, Any] | tuple[str, Any]],
     *,
     conn: Any = None,
+    depends_on: Iterable[int] | None = None,
+    on_dependency_failure: str = "dead",
 ) -> list[int]:
-    """`enqueue_many` for asyncio (always the unnest INSERT: one statement, any size)."""
+    """`enqueue_many` for asyncio (always the unnest INSERT: one statement, any size); `depends_on`
+    and `on_dependency_failure` as for `enqueue_many`."""
     if conn is not None:
         await adapters.async_connection(conn)
+    jobs = list(jobs)
+    if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
+        specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
+                                                  on_dependency_failure=on_dependency_failure)
+        return await links.insert_linked_async(conn, specs_l, parents, policies) if specs_l else []
     specs = _many_specs(jobs)
     if not specs:
         return []

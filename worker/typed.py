@@ -160,13 +160,15 @@ class TaskHandle:
     def enqueue(self, payload: Any, *, conn: Any = None, priority: int = 0,
                 run_at: datetime | None = None, delay: float | timedelta | None = None,
                 unique_key: str | None = None, max_attempts: int | None = None, on_conflict: str = "ignore",
-                lock_key: str | None = None, tenant: str | None = None) -> int | None:
+                lock_key: str | None = None, tenant: str | None = None, depends_on: Iterable[int] | None = None,
+                on_dependency_failure: str = "dead") -> int | None:
         """skiplock.enqueue on this task's queue, the payload validated first (see the module doc)."""
         from skiplock.core.producer import enqueue
 
         return enqueue(self.queue, self._serialised(payload), conn=conn, priority=priority, run_at=run_at,
                        delay=delay, unique_key=unique_key, max_attempts=max_attempts, on_conflict=on_conflict,
-                       lock_key=lock_key, tenant=tenant)
+                       lock_key=lock_key, tenant=tenant, depends_on=depends_on,
+                       on_dependency_failure=on_dependency_failure)
 
     def enqueue_many(self, payloads: Iterable[Any], *, conn: Any = None,
                      **options: Any) -> list[int]:
@@ -185,10 +187,12 @@ class TaskHandle:
                             run_at: datetime | None = None, delay: float | timedelta | None = None,
                             unique_key: str | None = None, max_attempts: int | None = None,
                             on_conflict: str = "ignore", lock_key: str | None = None,
-                            tenant: str | None = None) -> int | None:
+                            tenant: str | None = None, depends_on: Iterable[int] | None = None,
+                            on_dependency_failure: str = "dead") -> int | None:
         """skiplock.enqueue_async on this task's queue, the payload validated first."""
         from skiplock.producer_async import enqueue_async
 
         return await enqueue_async(self.queue, self._serialised(payload), conn=conn, priority=priority,
                                    run_at=run_at, delay=delay, unique_key=unique_key, max_attempts=max_attempts,
-                                   on_conflict=on_conflict, lock_key=lock_key, tenant=tenant)
+                                   on_conflict=on_conflict, lock_key=lock_key, tenant=tenant,
+                                   depends_on=depends_on, on_dependency_failure=on_dependency_failure)

@@ -15,6 +15,7 @@ through the drain cover both, and members of the batches finishing around a kill
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import psycopg
 import pytest
@@ -47,7 +48,7 @@ def _enqueue_dag(conn: psycopg.Connection, rng: random.Random) -> tuple[list[int
     batches: list[int] = []
     for chunk in range(NODES // CHUNK):
         earlier = list(ids)
-        items = []
+        items: list[dict[str, Any]] = []
         for _ in range(CHUNK):
             parents = rng.sample(earlier, rng.randint(0, min(MAX_PARENTS, len(earlier)))) if earlier else []
             items.append({"queue": "dag_node", "payload": {"chunk": chunk}, "depends_on": parents})
@@ -90,7 +91,7 @@ def test_random_dag_under_sigkill(db_url: str, spawn_worker) -> None:
     for w in workers:
         assert stop(w, conn) == 0
 
-    effects = dict(conn.execute("SELECT job_id, count(*) FROM dag_effects GROUP BY job_id").fetchall())
+    effects: dict[int, int] = dict(conn.execute("SELECT job_id, count(*) FROM dag_effects GROUP BY job_id").fetchall())
     lost = [i for i in ids if i not in effects]
     twice = {i: n for i, n in effects.items() if n > 1}
     early = conn.execute("SELECT job_id, attempt, parents, parents_done FROM dag_starts "

@@ -69,7 +69,7 @@ def test_unknown_parent_is_an_enqueue_error_and_the_transaction_goes_on(db_url: 
 @pytest.mark.parametrize("bad", [[True], ["7"], [0], [-3], 5, "1,2", [1.5]])
 def test_bad_depends_on_is_refused_before_anything_is_written(conn: psycopg.Connection, bad: object) -> None:
     with pytest.raises(EnqueueError, match="depends_on"):
-        skiplock.enqueue("wf_summary", {}, depends_on=bad)  # type: ignore[arg-type]
+        skiplock.enqueue("wf_summary", {}, depends_on=bad)  # type: ignore[call-overload]
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 

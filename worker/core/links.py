@@ -66,8 +66,7 @@ def check_parents_exist(raw: Any, parents: Sequence[int]) -> None:
     rows = _run(raw, queries.UNKNOWN_PARENTS, {"parents": list(parents)})
     unknown = rows[0][0] if rows else []
     if unknown:
-        raise EnqueueError(f"depends_on: unknown job id(s) {', '.join(map(str, unknown))} "
-                           "(a parent must exist before its dependent: that also rules out cycles)")
+        raise unknown_parents_error(unknown)
 
 
 def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]], policies: Sequence[str | None],
@@ -76,10 +75,28 @@ def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int
 
     `raw` is the caller's connection (its transaction) or None for a pooled one.
     """
+    check_parents_exist(raw, sorted({p for ps in parents for p in ps}))
+    ids = [row[0] for row in _run(raw, queries.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))]
+    return _checked_ids(ids, specs, batch)
+
+
+def unknown_parents_error(unknown: Sequence[int]) -> EnqueueError:
+    return EnqueueError(f"depends_on: unknown job id(s) {', '.join(map(str, unknown))} "
+                        "(a parent must exist before its dependent: that also rules out cycles)")
+
+
+def _checked_ids(ids: list[int], specs: Sequence[Any], batch: int | None) -> list[int]:
+    if batch is not None and len(ids) != len(specs):
+        raise EnqueueError(f"batch {batch} has already called back (or does not exist): it takes no more members")
+    return ids
+
+
+def linked_params(specs: Sequence[Any], parents: Sequence[Sequence[int]], policies: Sequence[str | None],
+                  batch: int | None) -> dict[str, Any]:
+    """ENQUEUE_LINKED's parameters: the specs' parallel arrays, each job's parents as an array literal."""
     for spec in specs:
         refuse_unique(spec.unique_key)
-    check_parents_exist(raw, sorted({p for ps in parents for p in ps}))
-    params = {
+    return {
         "queues": [s.queue for s in specs], "payloads": [s.payload_json for s in specs],
         "priorities": [s.priority for s in specs], "run_ats": [s.run_at for s in specs],
         "max_attempts": [s.max_attempts for s in specs], "lock_keys": [s.lock_key for s in specs],
@@ -87,10 +104,22 @@ def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int
         "parents": ["{" + ",".join(map(str, ps)) + "}" for ps in parents], "policies": list(policies),
         "batch": batch,
     }
-    ids = [row[0] for row in _run(raw, queries.ENQUEUE_LINKED, params)]
-    if batch is not None and len(ids) != len(specs):
-        raise EnqueueError(f"batch {batch} has already called back (or does not exist): it takes no more members")
-    return ids
+
+
+async def insert_linked_async(conn: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]],
+                              policies: Sequence[str | None], batch: int | None = None) -> list[int]:
+    """insert_linked for asyncio: `conn` any connection enqueue_async accepts, or None for the async pool."""
+    from skiplock.producer_async import _execute
+
+    wanted = sorted({p for ps in parents for p in ps})
+    if wanted:
+        rows = await _execute(conn, queries.UNKNOWN_PARENTS, {"parents": wanted})
+        unknown = list(rows[0][0]) if rows else []
+        if unknown:
+            raise unknown_parents_error(unknown)
+    params = linked_params(specs, parents, policies, batch)
+    ids = [row[0] for row in await _execute(conn, queries.ENQUEUE_LINKED, params)]
+    return _checked_ids(ids, specs, batch)
 
 
 def _run(raw: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
