@@ -23,7 +23,7 @@ from skiplock.core.errors import (
     SkiplockError,
     Snooze,
 )
-from skiplock.core.links import Batch, BatchInfo, batch
+from skiplock.core.links import Batch, BatchInfo, batch, batch_status
 from skiplock.core.producer import enqueue, enqueue_many
 from skiplock.core.registry import TASK_OPTIONS, JobContext, task
 from skiplock.core.results import (
@@ -83,6 +83,7 @@ __all__ = [
     "Snooze",
     "__version__",
     "batch",
+    "batch_status",
     "enqueue",
     "enqueue_async",
     "enqueue_many",

@@ -240,3 +240,11 @@ def _batch_on(raw: Any, batch_id: int | None, complete_json: str | None, success
     with adapters.tuple_cursor(raw) as cur:
         cur.execute(queries.BATCH_SEAL, {"batch": batch_id})
         cur.fetchall()
+
+
+def batch_status(batch_id: int, *, conn: Any = None) -> BatchInfo:
+    """A batch's counts and callbacks (`skiplock.batch_status`); LookupError if there is no such batch."""
+    rows = _run(None if conn is None else adapters.sync_connection(conn), queries.BATCH_BY_ID, {"batch": batch_id})
+    if not rows:
+        raise LookupError(f"batch {batch_id} does not exist")
+    return BatchInfo.from_row(rows[0])
