@@ -128,9 +128,12 @@ BEGIN
         END IF;
         total := total + cardinality(ids);
 
-        -- children: lock in id order, then count down / release / end them
+        -- children: lock in id order, then count down / release / end them. Every jobs row is reached
+        -- as `id = ANY(ARRAY(...))`, a primary-key probe per child whatever the statistics say (a
+        -- generic plan guessed 25 children and hashed them against a scan of jobs;
+        -- tests/integration/test_workflow_plans.py)
         PERFORM 1 FROM jobs c
-         WHERE c.id IN (SELECT e.child FROM job_deps e WHERE e.parent = ANY(ids) AND e.parent_state IS NULL)
+         WHERE c.id = ANY (ARRAY(SELECT e.child FROM job_deps e WHERE e.parent = ANY(ids) AND e.parent_state IS NULL))
          ORDER BY c.id FOR UPDATE;
         WITH done AS (
             SELECT d.id, d.state, d.head FROM unnest(ids, states, heads) AS d(id, state, head)
@@ -170,7 +173,7 @@ BEGIN
                    error_group = CASE WHEN p.bad_parent IS NOT NULL AND j.on_dependency_failure IS NULL
                        THEN 'dependency failed' ELSE j.error_group END
               FROM per_child p
-             WHERE j.id = p.child AND j.status = 'waiting'
+             WHERE j.id = p.child AND j.id = ANY (ARRAY(SELECT child FROM per_child)) AND j.status = 'waiting'
             RETURNING j.id, j.status::text AS status, j.queue, j.batch_id, j.error_headline
         )
         SELECT coalesce(array_agg(m.id ORDER BY m.id) FILTER (WHERE m.status IN ('dead', 'failed')), '{}') AS ids,
@@ -289,14 +292,14 @@ BEGIN
           FROM (SELECT j.batch_id, count(*)::int AS n,
                        count(*) FILTER (WHERE o.old = 'dead')::int AS dead,
                        count(*) FILTER (WHERE o.old = 'failed')::int AS cancelled
-                  FROM unnest(ids, olds) AS o(id, old) JOIN jobs j ON j.id = o.id
+                  FROM unnest(ids, olds) AS o(id, old) JOIN jobs j ON j.id = o.id AND j.id = ANY(ids)
                  WHERE j.batch_id IS NOT NULL AND o.old IN ('dead', 'failed')
                  GROUP BY j.batch_id) x
          WHERE b.id = x.batch_id;
         -- its failed edges re-open; children still waiting count it again
         PERFORM 1 FROM jobs c
-         WHERE c.id IN (SELECT e.child FROM job_deps e WHERE e.parent = ANY(ids)
-                           AND e.parent_state IN ('dead', 'failed'))
+         WHERE c.id = ANY (ARRAY(SELECT e.child FROM job_deps e WHERE e.parent = ANY(ids)
+                                    AND e.parent_state IN ('dead', 'failed')))
          ORDER BY c.id FOR UPDATE;
         WITH opened AS (
             UPDATE job_deps e SET parent_state = NULL, settled_at = NULL
@@ -307,7 +310,7 @@ BEGIN
         ), counted AS (
             UPDATE jobs j SET waiting_on = j.waiting_on + p.n
               FROM per_child p
-             WHERE j.id = p.child AND j.status = 'waiting'
+             WHERE j.id = p.child AND j.id = ANY (ARRAY(SELECT child FROM per_child)) AND j.status = 'waiting'
             RETURNING j.id
         ), revived AS (
             -- ended only because of a dependency, and no failed parent edge is left: wait again
@@ -318,7 +321,8 @@ BEGIN
                    waiting_on = p.n + (SELECT count(*) FROM job_deps e WHERE e.child = j.id AND e.parent_state IS NULL),
                    last_error = concat_ws(E'\n', 'dependency retried', j.last_error)
               FROM per_child p
-             WHERE j.id = p.child AND j.status IN ('dead', 'failed') AND j.error_group = 'dependency failed'
+             WHERE j.id = p.child AND j.id = ANY (ARRAY(SELECT child FROM per_child))
+               AND j.status IN ('dead', 'failed') AND j.error_group = 'dependency failed'
                AND NOT EXISTS (SELECT 1 FROM job_deps e WHERE e.child = j.id AND e.parent_state IN ('dead', 'failed')
                                   AND e.parent <> ALL(ids))
             RETURNING j.id
@@ -359,7 +363,7 @@ BEGIN
                    (array_agg(e.parent_state::text ORDER BY e.parent)
                         FILTER (WHERE e.parent_state IN ('dead', 'failed')))[1] AS bad_state
               FROM job_deps e WHERE e.child = ANY(p_ids) GROUP BY e.child) x
-     WHERE j.id = x.child AND j.status = 'queued'
+     WHERE j.id = x.child AND j.id = ANY(p_ids) AND j.status = 'queued'
     RETURNING j.id, j.status
     )
     SELECT coalesce(array_agg(id) FILTER (WHERE status IN ('dead', 'failed')), '{}') INTO ended FROM rearmed;
