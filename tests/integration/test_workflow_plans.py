@@ -2,8 +2,8 @@
 
 auto_explain prints the plan of every statement the settle function runs inside the ack (nested
 statements) to this session as NOTICEs; none of them may read jobs except by its primary key, and
-job_deps only through its (parent, child) key. Built on 2,400 other jobs and ~10,000 other edges, so a scan would be the cheaper
-plan had the indexes not been usable.
+job_deps only through its (parent, child) key. Built on 2,400 other jobs and ~10,000 other edges,
+so a scan would be the cheaper plan had the indexes not been usable.
 """
 
 from __future__ import annotations
