@@ -911,7 +911,7 @@ WITH fixed AS (
            status = (CASE WHEN x.open = 0 THEN 'queued' ELSE 'waiting' END)::job_status,
            run_at = CASE WHEN x.open = 0 THEN greatest(c.run_at, now()) ELSE c.run_at END
       FROM (SELECT j.id, (SELECT count(*) FROM job_deps e WHERE e.child = j.id AND e.parent_state IS NULL)::int AS open
-              FROM jobs j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'waiting' FOR UPDATE OF j) x
+              FROM jobs j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status::text = 'waiting' FOR UPDATE OF j) x
      WHERE c.id = x.id
     RETURNING c.id, c.queue, c.status
 )
