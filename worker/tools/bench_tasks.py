@@ -4,6 +4,7 @@ One queue, one handler, told by its payload what to do, so every workload uses t
   {}                      no-op (drain)
   {"s": 1}                sleep 2-5 ms at random (the seeds' recipe)
   {"p": seq, "t": secs}   report (seq, enqueue time, start time) by UDP to BENCH_PROBE_PORT
+  {"fan_out": n}          enqueue n no-op jobs and a summary depending on them (the workflow benchmark)
 A UDP datagram on loopback costs microseconds and no database work, so probing does not
 change what is measured.
 """
@@ -41,3 +42,17 @@ def bench_job(payload: Any) -> None:
         _probe(payload["p"], payload.get("t", 0.0), started)
     if "s" in payload:
         time.sleep(random.uniform(0.002, 0.005))
+    if "fan_out" in payload:
+        _fan_out(int(payload["fan_out"]))
+
+
+def _fan_out(children: int) -> None:
+    """The workflow benchmark's root (tests/benchmarks/workflows.py): `children` no-op jobs and one
+    summary that depends on them all, enqueued in one transaction when the root runs."""
+    import psycopg
+
+    from skiplock.core.producer import enqueue, enqueue_many
+
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        ids = enqueue_many([(BENCH_QUEUE, {}) for _ in range(children)], conn=conn)
+        enqueue(BENCH_QUEUE, {"summary": 1}, depends_on=ids, conn=conn)
