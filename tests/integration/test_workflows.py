@@ -255,3 +255,15 @@ def test_the_sweeper_calls_back_a_batch_whose_last_member_was_deleted_by_hand(co
     assert repair(conn, grace=0).found == 0  # exactly once
     testing.drain()
     assert scalar(conn, "SELECT count(*) FROM wf_log WHERE queue = 'wf_callback'") == 1
+
+
+def test_a_result_too_large_ends_the_job_dead_saying_so_and_an_unstorable_one_is_skipped(
+        conn: psycopg.Connection) -> None:
+    big = skiplock.enqueue("wf_big", {})
+    odd = skiplock.enqueue("wf_object", {})
+    testing.drain()
+    with pytest.raises(JobFailed) as failed:
+        skiplock.result(big)
+    assert failed.value.state == "dead"
+    assert "over the limit of 262144 (SKIPLOCK_MAX_RESULT_BYTES)" in (failed.value.error or "")
+    assert skiplock.status(odd).state == "succeeded" and skiplock.result(odd) is None

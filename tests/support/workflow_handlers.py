@@ -95,3 +95,15 @@ def slow(payload: dict, job: Any) -> str:
         time.sleep(0.02)
     record(job)
     return "slept"
+
+
+@task("wf_big")
+def big(payload: dict) -> str:
+    """Returns more JSON than SKIPLOCK_MAX_RESULT_BYTES' default (256 KiB)."""
+    return "x" * 300_000
+
+
+@task("wf_object")
+def unstorable(payload: dict) -> object:
+    """Returns a value JSON cannot hold: the job still succeeds, with no stored result."""
+    return object()
