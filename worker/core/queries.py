@@ -752,7 +752,9 @@ ENQUEUE_LINKED = """
 WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS s),
 v AS MATERIALIZED (
     SELECT nextval(seq.s) AS id, u.q, u.p, u.pr, u.ra, u.ma, u.lk, u.tn, u.vn,
-           ARRAY(SELECT DISTINCT x FROM unnest(coalesce(u.pa, '{}')::bigint[]) AS x) AS parents, u.pol, u.ord
+           -- a job without parents (a batch member) skips the per-row subquery: NULL, not '{}'
+           CASE WHEN u.pa IS NULL THEN '{}'::bigint[]
+                ELSE ARRAY(SELECT DISTINCT x FROM unnest(u.pa::bigint[]) AS x) END AS parents, u.pol, u.ord
       FROM seq, unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[], %(run_ats)s::timestamptz[],
                        %(max_attempts)s::int[], %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[],
                        %(parents)s::text[], %(policies)s::text[])
