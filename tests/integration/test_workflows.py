@@ -223,8 +223,8 @@ def test_wait_returns_the_result_or_raises_the_final_state(db_url: str, conn: ps
 
 def test_a_job_finished_outside_skiplock_is_found_by_the_sweeper(conn: psycopg.Connection) -> None:
     """The case the normal path cannot see: a parent finished by a hand-written UPDATE."""
+    from skiplock.core.workflow_repair import find, repair
     from skiplock.monitor.doctor import check_workflows
-    from skiplock.services.workflow_sweeper import find, repair
 
     parent = skiplock.enqueue("wf_line", {"n": 4})
     child = skiplock.enqueue("wf_cleanup", {}, depends_on=[parent])
@@ -247,7 +247,7 @@ def test_the_sweeper_calls_back_a_batch_whose_last_member_was_deleted_by_hand(co
     with skiplock.batch(on_complete=("wf_callback", {})) as batch:
         member = batch.enqueue("wf_line", {"n": 1})
     conn.execute("DELETE FROM jobs WHERE id = %s", (member,))  # outside skiplock: no settle
-    from skiplock.services.workflow_sweeper import repair
+    from skiplock.core.workflow_repair import repair
 
     sweep = repair(conn, grace=0)
     assert sweep.recounted_batches == [batch.id]

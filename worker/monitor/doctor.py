@@ -394,10 +394,10 @@ def check_versions(conn: psycopg.Connection, settings: Settings) -> Check:
 def check_workflows(conn: psycopg.Connection, settings: Settings, grace: float | None = None) -> Check:
     """Waiting jobs whose parents are all final, and finished batches with no callback: the workflow
     sweeper (services/workflow_sweeper.py) repairs them; here they are only reported."""
-    from skiplock.services import workflow_sweeper
+    from skiplock.core import workflow_repair
 
     name = "workflows"
-    found = workflow_sweeper.find(conn, workflow_sweeper.GRACE_SECONDS if grace is None else grace)
+    found = workflow_repair.find(conn, workflow_repair.GRACE_SECONDS if grace is None else grace)
     if not found.found:
         return Check(name, OK, "No waiting job whose parents are all final, and no finished batch without "
                      "its callback.")

@@ -1,89 +1,18 @@
-"""The workflow sweeper: finds what the normal path left undone, and repairs it, so nothing waits forever.
+"""The workflow sweeper: the worker's maintenance service that repairs what the normal path left undone.
 
-The normal path settles dependents and batches inside the finalising statement itself (migration
-026's skiplock_settle), so a crash cannot split a transition from its consequences. What it cannot
-see is a job finished by something that does not call that function: a hand-written SQL UPDATE or
-DELETE, an older client, a restore. Each pass (`run_once`) looks for, and repairs:
-- waiting jobs whose open edges point at parents that are final or gone: those parents are settled;
-- waiting jobs whose counter disagrees with their open edges: recounted (and released at zero);
-- batches whose pending counter disagrees with their members' rows: recounted (and called back);
-- sealed batches with nothing pending and no callback: called back (exactly once, the same guard).
-`skiplock doctor` runs the same finders without repairing (monitor/doctor.py). Only jobs older than
-`grace` seconds are looked at, so a transaction that is still linking them is left alone.
+Finding and repairing are core.workflow_repair's (the doctor uses the same finders); this service only
+runs a pass on a timer and logs what it repaired.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import queries
+from skiplock.core.workflow_repair import GRACE_SECONDS, Sweep, repair
 
 log = logging.getLogger("skiplock.sweeper")
-
-GRACE_SECONDS = 10.0  # younger waiting jobs / batches are left to the transaction that is making them
-BATCH = 1000  # rows a finder returns per pass
-
-
-@dataclass
-class Sweep:
-    """What one pass found (and, unless only looking, repaired)."""
-
-    stranded_parents: list[int] = field(default_factory=list)  # parents settled late
-    recounted_jobs: list[int] = field(default_factory=list)
-    recounted_batches: list[int] = field(default_factory=list)
-    called_back: list[int] = field(default_factory=list)  # batches called back by the sweeper
-
-    @property
-    def found(self) -> int:
-        return (len(self.stranded_parents) + len(self.recounted_jobs) + len(self.recounted_batches)
-                + len(self.called_back))
-
-
-def find(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
-    """What a pass would repair, without repairing it (the doctor's check)."""
-    sweep = Sweep()
-    sweep.stranded_parents = sorted({r[0] for r in conn.execute(
-        queries.STRANDED_EDGES, {"grace": grace, "limit": BATCH})})
-    sweep.recounted_jobs = [r[0] for r in conn.execute(queries.MISCOUNTED_WAITING, {"grace": grace, "limit": BATCH})]
-    sweep.recounted_batches = [r[0] for r in conn.execute(
-        queries.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH})]
-    sweep.called_back = [r[0] for r in conn.execute(queries.UNCALLED_BATCHES, {"limit": BATCH})]
-    return sweep
-
-
-def repair(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
-    """One pass: find and repair, each repair in its own short transaction."""
-    sweep = Sweep()
-    stranded = conn.execute(queries.STRANDED_EDGES, {"grace": grace, "limit": BATCH}).fetchall()
-    parents: dict[int, tuple[str, str | None]] = {r[0]: (r[1], r[2]) for r in stranded}
-    if parents:
-        ids = sorted(parents)
-        with conn.transaction():
-            conn.execute(queries.SETTLE, {"ids": ids, "states": [parents[i][0] for i in ids],
-                                          "batches": [None] * len(ids), "heads": [parents[i][1] for i in ids]})
-        sweep.stranded_parents = ids
-    miscounted = [r[0] for r in conn.execute(queries.MISCOUNTED_WAITING, {"grace": grace, "limit": BATCH})]
-    if miscounted:
-        with conn.transaction():
-            fixed = conn.execute(queries.RECOUNT_WAITING, {"ids": miscounted}).fetchall()
-            released = sorted({r[1] for r in fixed if r[2] == "queued"})
-            if released:
-                conn.execute(queries.NOTIFY_QUEUES, {"queues": released})
-        sweep.recounted_jobs = [r[0] for r in fixed]
-    for batch_id, *_counts in conn.execute(queries.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH}).fetchall():
-        with conn.transaction():
-            conn.execute(queries.RECOUNT_BATCH, {"batch": batch_id}).fetchall()
-        sweep.recounted_batches.append(batch_id)
-    for (batch_id,) in conn.execute(queries.UNCALLED_BATCHES, {"limit": BATCH}).fetchall():
-        with conn.transaction():
-            row = conn.execute(queries.CALL_BACK, {"batch": batch_id}).fetchone()
-        if row and row[0]:
-            sweep.called_back.append(batch_id)
-    return sweep
 
 
 class WorkflowSweeper:
