@@ -76,21 +76,46 @@ SELECT count(*) FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s
    AND status IN ('dead', 'failed') AND error_group = 'dependency failed'
 """
 
-# Every job reachable from the root through job_deps (UNION: each job once, however many paths
-# lead to it), with its state, queue and parents. The walk follows the edges, not jobs.workflow_id,
-# so a workflow whose rows were deleted at their success (history mode delete) is still drawn;
-# each step is an index range on job_deps' primary key. %(cap)s bounds the walk.
-WORKFLOW_NODES = f"""
-WITH RECURSIVE w(id) AS (
-    SELECT %(root)s::bigint
+# A workflow's jobs and edges, read in a time that grows with its size, not with the jobs table,
+# and as arrays (a 10,000-job workflow is one row, not 10,000): its jobs with a row, through
+# jobs_workflow_idx (the root, and every job whose workflow_id names it), and the edges into them,
+# through job_deps_child_idx.
+WORKFLOW_MEMBERS = """
+SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(state), '{}'), coalesce(array_agg(queue), '{}')
+  FROM (SELECT id, status::text AS state, queue FROM jobs
+         WHERE workflow_id = %(root)s OR id = %(root)s LIMIT %(cap)s) m
+"""
+WORKFLOW_MEMBER_EDGES = """
+SELECT coalesce(array_agg(e.parent), '{}'), coalesce(array_agg(e.child), '{}')
+  FROM jobs j JOIN job_deps e ON e.child = j.id
+ WHERE j.workflow_id = %(root)s
+"""
+# Its jobs whose rows are gone (succeeded under history mode delete, or purged). Only a finished
+# job can have a finished child, so the walk starts from the finished jobs found so far: the root
+# and the parents without a row of WORKFLOW_MEMBER_EDGES (%(seeds)s), and the children without a
+# row of the finished jobs with one (%(finished)s); it follows job_deps to children without a row.
+# Each comes with its final state (its stored result, else the state its out-edges recorded, else
+# succeeded: delete removes a row only at a success), and the edges into them.
+WORKFLOW_GONE = f"""
+WITH RECURSIVE gone(id) AS (
+    SELECT x FROM unnest(%(seeds)s::bigint[]) AS x WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = x)
     UNION
-    SELECT e.child FROM w JOIN job_deps e ON e.parent = w.id
+    SELECT e.child FROM job_deps e
+     WHERE e.parent = ANY(%(finished)s::bigint[])
+       AND e.child NOT IN (SELECT m.id FROM jobs m WHERE m.workflow_id = %(root)s)  -- one hash, not a probe each
+       AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.child)
+    UNION
+    SELECT e.child FROM gone g JOIN job_deps e ON e.parent = g.id
+     WHERE e.child NOT IN (SELECT m.id FROM jobs m WHERE m.workflow_id = %(root)s)
+       AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.child)
+), g AS MATERIALIZED (
+    SELECT id FROM gone LIMIT %(cap)s
 )
-SELECT x.id, j.queue, {_STATE} AS state,
-       ARRAY(SELECT p.parent FROM job_deps p WHERE p.child = x.id) AS parents
-  FROM (SELECT id FROM w LIMIT %(cap)s) x
-  LEFT JOIN jobs j ON j.id = x.id
-  LEFT JOIN job_results r ON r.job_id = x.id
+SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'), coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}')
+  FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states
+          FROM g x LEFT JOIN jobs j ON j.id = x.id LEFT JOIN job_results r ON r.job_id = x.id) n,
+       (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children
+          FROM g JOIN job_deps p ON p.child = g.id) e
 """
 
 # Workflows with jobs still in the table, newest root first: a loose index scan of

@@ -16,13 +16,14 @@ from psycopg.rows import dict_row
 
 from skiplock.core import queries as core_queries
 from skiplock.core import workflow_ops
+from skiplock.core.results import FINAL_STATES
 from skiplock.webapp import dag, db, filters
 from skiplock.webapp import workflow_queries as wq
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("workflows", __name__, url_prefix="/workflows")
 
-# The walk stops here: a workflow bigger than this is drawn and counted from its first MAX_NODES jobs.
+# A workflow bigger than this is drawn and counted from MAX_NODES of its jobs.
 MAX_NODES = 200_000
 RECENT_LIMIT = 50
 OPEN_CAP = 10_000  # the list's "unfinished" count stops here
@@ -44,11 +45,6 @@ def _root(job_id: str) -> int:
     return parsed
 
 
-def _nodes(conn: psycopg.Connection, root: int) -> dict[int, dag.Node]:
-    rows = conn.execute(wq.WORKFLOW_NODES, {"root": root, "cap": MAX_NODES}).fetchall()
-    return {r[0]: dag.Node(r[0], r[1], r[2], r[3]) for r in rows}
-
-
 def _known(conn: psycopg.Connection, job_id: int) -> dict[str, Any]:
     """What is known of a job: its workflow_id (a member, not a root) or nothing at all (404)."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -68,12 +64,30 @@ def show(job_id: str) -> ResponseReturnValue:
         of = _known(conn, root)
         if of["workflow_id"] is not None and of["workflow_id"] != root:
             return redirect(url_for("workflows.show", job_id=of["workflow_id"]), 303)
-        nodes = _nodes(conn, root)
-    drawing = dag.layout(nodes)
-    counts = dag.state_counts(nodes.values())
-    return page("workflow.html", "_workflow.html", root=root, drawing=drawing, counts=counts, total=len(nodes),
-                capped=len(nodes) >= MAX_NODES, max_nodes=MAX_NODES, box_w=dag.BOX_W, box_h=dag.BOX_H,
-                layer_limit=dag.LAYER_LIMIT)
+        grouped = _read_dag(conn, root)
+    drawing = dag.layout(grouped.boxes, grouped.edges)
+    return page("workflow.html", "_workflow.html", root=root, drawing=drawing,
+                counts=dag.state_counts(grouped.per_state), total=grouped.total, hidden=grouped.hidden,
+                capped=grouped.total >= MAX_NODES, max_nodes=MAX_NODES, box_w=dag.BOX_W, box_h=dag.BOX_H,
+                layer_limit=dag.LAYER_LIMIT, max_layers=dag.MAX_LAYERS)
+
+
+def _read_dag(conn: psycopg.Connection, root: int) -> dag.Grouped:
+    """The workflow's jobs and edges: those with a row through the workflow index, then those whose
+    rows are gone by a walk from the finished ones (workflow_queries explains why that finds all).
+    Read as arrays in binary: a 10,000-job workflow costs the page a few rows, not 30,000."""
+    params = {"root": root, "cap": MAX_NODES}
+    with conn.cursor(binary=True) as cur:
+        ids, states, queues = cur.execute(wq.WORKFLOW_MEMBERS, params).fetchone() or ([], [], [])
+        parents, children = cur.execute(wq.WORKFLOW_MEMBER_EDGES, params).fetchone() or ([], [])
+        nodes: dict[int, tuple[str, str | None]] = dict(zip(ids, zip(states, queues, strict=True), strict=True))
+        seeds = {root} | {p for p in set(parents) if p not in nodes}
+        finished = [job_id for job_id, (state, _) in nodes.items() if state in FINAL_STATES]
+        gone = cur.execute(wq.WORKFLOW_GONE, {"seeds": sorted(seeds), "finished": finished, "cap": MAX_NODES,
+                                              "root": root})
+        gone_ids, gone_states, gone_parents, gone_children = gone.fetchone() or ([], [], [], [])
+    nodes.update((job_id, (state, None)) for job_id, state in zip(gone_ids, gone_states, strict=True))
+    return dag.group(nodes, [*parents, *gone_parents], [*children, *gone_children])
 
 
 def _plan(conn: psycopg.Connection, root: int) -> dict[str, int]:
