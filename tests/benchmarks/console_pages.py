@@ -176,14 +176,22 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def time_page(client: Any, path: str, extra: dict, requests: int, url: str) -> tuple[list[float], list[float]]:
-    """`requests` GETs of `path` after one warm-up (pool, plan cache); sorted milliseconds each, of
-    wall time and of CPU time (this process and the console's database backends)."""
+def time_page(client: Any, path: str, extra: dict, requests: int) -> list[float]:
+    """`requests` GETs of `path` after one warm-up (pool, plan cache); sorted milliseconds each."""
+    return time_page_cpu(client, path, extra, requests, None)[0]
+
+
+def time_page_cpu(client: Any, path: str, extra: dict, requests: int,
+                  url: str | None) -> tuple[list[float], list[float]]:
+    """time_page, with each request's CPU time as well (this process and, given `url`, the console's
+    database backends); both sorted, in milliseconds."""
     auth = ("bench", "pw")
     client.get(path, auth=auth, **extra)
-    with psycopg.connect(url) as conn:  # the console pool's backends, open after the warm-up
-        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                                           "AND pid <> pg_backend_pid()")]
+    pids: list[int] = []
+    if url is not None:
+        with psycopg.connect(url) as conn:  # the console pool's backends, open after the warm-up
+            pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                               "AND pid <> pg_backend_pid()")]
     times, cpus = [], []
     for _ in range(requests):
         started, cpu = time.perf_counter(), _cpu_seconds(pids)
@@ -219,7 +227,7 @@ def main() -> int:
     print(f"\n{'page':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'cpu p50':>8} {'cpu p95':>8}")
     try:
         for label, path, extra in workflow_pages(wf) + ([] if args.only_workflow else pages(url)):
-            times, cpus = time_page(client, path, extra, args.requests, url)
+            times, cpus = time_page_cpu(client, path, extra, args.requests, url)
             print(f"{label:34} {statistics.median(times):8.1f} {p95(times):8.1f} {times[-1]:8.1f} "
                   f"{statistics.median(cpus):8.1f} {p95(cpus):8.1f}", flush=True)
         if args.only_workflow:
