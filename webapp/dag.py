@@ -161,7 +161,7 @@ def group(nodes: dict[int, tuple[str, str | None]], parents: Sequence[int], chil
         a, b = divmod(pair, width)
         if a >= 0 and 0 <= b < len(boxes) and a != b:
             lines.append((boxes[a][0], boxes[b][0], count))
-    return Grouped([tuple(b) for b in boxes], lines,  # type: ignore[misc]
+    return Grouped([tuple(b) for b in boxes], lines,
                    dict(Counter(state for state, _ in nodes.values())), len(nodes), hidden)
 
 

@@ -217,3 +217,16 @@ def test_the_workflows_list_shows_recent_roots(admin: Session) -> None:
 @pytest.mark.parametrize("path", ["/workflows/1/frobnicate"])
 def test_an_unknown_action_is_404(admin: Session, path: str) -> None:
     assert admin.post(path).status_code == 404
+
+
+def test_why_names_a_waiting_jobs_open_parents(conn: psycopg.Connection) -> None:
+    from skiplock.monitor import why
+
+    _, kids, summary = _fan(why.WAITING_SHOWN + 5)
+    _run(4)  # the root and three children
+    (reason,) = why.for_job(conn, summary) or []
+    assert reason.code == "waiting"
+    assert reason.facts["open"] == why.WAITING_SHOWN + 2 and reason.facts["total"] == why.WAITING_SHOWN + 5
+    assert reason.facts["open_ids"] == kids[3:3 + why.WAITING_SHOWN]
+    assert reason.text.startswith(f"It is waiting on {why.WAITING_SHOWN + 2} of {why.WAITING_SHOWN + 5} dependencies")
+    assert "and 2 more" in reason.text
