@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from skiplock.core import transitions
 from skiplock.core.config import Settings
 from skiplock.monitor import why
-from skiplock.webapp import db, filters, queries
+from skiplock.webapp import db, filters, job_links, queries, workflow_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -28,16 +28,24 @@ def _parse(job_id: str) -> int:
 
 @bp.route("/<job_id>")
 def show(job_id: str) -> ResponseReturnValue:
-    """One job; 400 for a malformed id, 404 when there is no such job (any more)."""
+    """One job; 400 for a malformed id, 404 when there is no such job (any more).
+
+    A job whose row is gone (history mode delete) but whose result or links remain gets a short
+    page with what is still known: its final state, result, parents and dependents."""
     jid = _parse(job_id)
+    full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         job = cur.execute(queries.JOB, {"id": jid}).fetchone()
+        links = job_links.read(conn, jid, full_result)
         if job is None:
-            abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
+            gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
+            if gone is None or not (gone["has_result"] or gone["linked"]):
+                abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
+            return page("job_gone.html", "_job_gone.html", job=gone, links=links)
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
     return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
-                last_worker=_last_worker(job), runtime_s=_runtime(job))
+                last_worker=_last_worker(job), runtime_s=_runtime(job), links=links)
 
 
 # The list each status is shown in on its queue's page (ready and scheduled are both 'queued').

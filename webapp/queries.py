@@ -222,7 +222,8 @@ SELECT {cursor} FROM jobs
 # Running jobs by runtime (the seed's long-runners, including expired leases the reaper is about to take).
 LONG_RUNNERS = """
 SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts, max_attempts, worker_id,
-       extract(epoch FROM lease_until - now()) AS lease_left_s, left(payload::text, 120) AS payload_head
+       extract(epoch FROM lease_until - now()) AS lease_left_s, left(payload::text, 120) AS payload_head,
+       progress, progress_message  -- job.progress() (migration 026)
   FROM jobs
  WHERE status = 'running' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
  ORDER BY started_at, id
@@ -259,6 +260,7 @@ JOB = """
 SELECT id, queue, status::text, priority, run_at, created_at, started_at, finished_at, lease_until,
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
        run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012 (issue 14)
+       workflow_id, batch_id, waiting_on, progress, progress_message, progress_at,  -- migration 026
        now() AS now
   FROM jobs WHERE id = %(id)s
 """

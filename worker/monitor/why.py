@@ -221,6 +221,31 @@ def _version(f: dict[str, Any]) -> Reason | None:
                   facts={"version": f["version"], "worker_version": newest})
 
 
+# A waiting job's edges: how many, how many still open, and the first open ones with their parents'
+# states (through job_deps_child_idx, so a fan-in of 100,000 parents costs one index range).
+WAITING_FACTS = """
+SELECT count(*) AS total, count(*) FILTER (WHERE e.parent_state IS NULL) AS open,
+       (SELECT coalesce(array_agg(o.parent ORDER BY o.parent), '{}') FROM (
+            SELECT parent FROM job_deps WHERE child = %(id)s AND parent_state IS NULL
+             ORDER BY parent LIMIT %(shown)s) o) AS open_ids
+  FROM job_deps e WHERE e.child = %(id)s
+"""
+WAITING_SHOWN = 20  # open parents named (and linked) on the job page
+
+
+def _waiting(conn: psycopg.Connection, job_id: int) -> Reason:
+    """A waiting job: "waiting on 3 of 50 dependencies", with the first open ones' ids."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        f = cur.execute(WAITING_FACTS, {"id": job_id, "shown": WAITING_SHOWN}).fetchone()
+    assert f is not None  # an aggregate: one row always
+    total, open_, ids = int(f["total"]), int(f["open"]), list(f["open_ids"])
+    named = ", ".join(map(str, ids)) + (f" and {open_ - len(ids):,} more" if open_ > len(ids) else "")
+    return Reason("waiting", f"It is waiting on {open_:,} of {total:,} dependencies"
+                  + (f" ({named})" if ids else "") + ": it becomes ready in the same transaction as the "
+                  "last one's success (a dead or cancelled one ends it, unless it runs anyway).",
+                  facts={"open": open_, "total": total, "open_ids": ids})
+
+
 def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0) -> list[Reason] | None:
     """The reasons job `job_id` is not running now (empty when nothing holds it back); None if no such job."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -231,6 +256,8 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     if f["status"] == "running":
         lease = _lease(f, reaper_interval)
         return [lease] if lease else []
+    if f["status"] == "waiting":
+        return [_waiting(conn, job_id)]
     if f["status"] != "queued":
         return [Reason("finished", f"It is {f['status']}: it will not run again unless it is retried.",
                        blocking=False)]
