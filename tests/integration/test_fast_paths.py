@@ -117,7 +117,8 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
         conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")
         ack = {"worker_id": "w1", "ok_ids": ids, "ok_attempts": [1] * 200, "err_ids": ids[:1], "err_attempts": [1],
                "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"],
-               "err_headline": ["x"], "err_group": ["x"], "res_ids": ids[:1], "res_values": ["{\"n\": 1}"]}
+               "err_headline": ["x"], "err_group": ["x"], "res_ids": ids[:1], "res_values": ["{\"n\": 1}"],
+               "res_errors": [None]}
         for statement, params in ((queries.ACK_BATCH, ack), (queries.ACK_BATCH_KEEP, ack),
                                   (queries.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
                                   (queries.RELEASE_OWN, {"worker_id": "w1", "ids": ids})):

@@ -58,6 +58,7 @@ class Outcome(NamedTuple):
     error: str | None = None
     duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
     result: str | None = None  # a success's return value as JSON text (stored in job_results), None: nothing
+    result_error: str | None = None  # why a success's return value was not stored (too large), stored instead
 
 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:
@@ -274,15 +275,16 @@ def ack_batch_with_keys(
     summaries = [summarize(o.error) for o in errors]
     params["err_headline"] = [h for h, _ in summaries]
     params["err_group"] = [g for _, g in summaries]
-    with_results = [o for o in ok if o.result is not None]
+    with_results = [o for o in ok if o.result is not None or o.result_error is not None]
     params["res_ids"] = number_array([o.job_id for o in with_results])
     params["res_values"] = [o.result for o in with_results]
+    params["res_errors"] = [o.result_error for o in with_results]
     rows = conn.execute(_ACK_BY_HISTORY[HistoryMode(history)], params).fetchall()
     return {row[0] for row in rows} | snoozed, any(row[1] is not None for row in rows)
 
 
 def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str,
-                       result: str | None = None) -> tuple[str, dict[str, Any]]:
+                       result: str | None = None, result_error: str | None = None) -> tuple[str, dict[str, Any]]:
     """The fenced ack of one successful run, to execute in the handler's own transaction.
 
     The same statement as ack_batch (so the same fence, history mode and job_stats counting),
@@ -294,8 +296,9 @@ def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: st
     return statement, {"worker_id": worker_id, "ok_ids": [job_id], "ok_attempts": [attempt],
                        "err_ids": [], "err_attempts": [], "err_status": [], "err_delay": [], "err_text": [],
                        "err_headline": [], "err_group": [],
-                       "res_ids": [job_id] if result is not None else [],
-                       "res_values": [result] if result is not None else []}
+                       "res_ids": [job_id] if result is not None or result_error is not None else [],
+                       "res_values": [result] if result is not None or result_error is not None else [],
+                       "res_errors": [result_error] if result is not None or result_error is not None else []}
 
 
 def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:

@@ -382,11 +382,12 @@ errored AS (
            dead = job_stats.dead + EXCLUDED.dead
 ), results AS (
     -- handlers' return values, stored with the success they belong to (fenced: only rows in `ok`)
-    INSERT INTO job_results (job_id, state, result)
-    SELECT r.id, 'succeeded', r.value::jsonb
-      FROM unnest(%(res_ids)s::bigint[], %(res_values)s::text[]) AS r(id, value)
+    -- (or, for a value too large to keep, why it was not stored: skiplock.result() says so)
+    INSERT INTO job_results (job_id, state, result, error)
+    SELECT r.id, 'succeeded', r.value::jsonb, r.error
+      FROM unnest(%(res_ids)s::bigint[], %(res_values)s::text[], %(res_errors)s::text[]) AS r(id, value, error)
      WHERE r.id IN (SELECT id FROM ok)
-    ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state, result = EXCLUDED.result, error = NULL,
+    ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state, result = EXCLUDED.result, error = EXCLUDED.error,
                                       finished_at = now()
 ), finals AS MATERIALIZED (
     SELECT id, 'succeeded' AS state, batch_id, NULL::text AS head FROM ok

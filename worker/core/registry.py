@@ -53,8 +53,9 @@ class JobContext:
         from skiplock import adapters
         from skiplock.core import core
 
+        text, refused = _result_text(result)
         sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
-                                              result=_result_text(result))
+                                              result=text, result_error=refused)
         self._check(adapters.run_sync(conn, sql, params))
 
     async def complete_async(self, conn: Any, result: Any = None) -> None:
@@ -62,8 +63,9 @@ class JobContext:
         from skiplock import adapters
         from skiplock.core import core
 
+        text, refused = _result_text(result)
         sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
-                                              result=_result_text(result))
+                                              result=text, result_error=refused)
         self._check(await adapters.run_async(conn, sql, params))
 
     def _check(self, rows: Sequence[Any]) -> None:
@@ -136,10 +138,10 @@ def _read(sql: str, params: dict[str, Any]) -> list[Any]:
         return conn.execute(sql, params).fetchall()
 
 
-def _result_text(value: Any) -> str | None:
-    """complete(conn, result=...)'s value as stored JSON (the worker's limit, SKIPLOCK_MAX_RESULT_BYTES)."""
+def _result_text(value: Any) -> tuple[str | None, str | None]:
+    """complete(conn, result=...)'s value as stored JSON, or why it is not stored (SKIPLOCK_MAX_RESULT_BYTES)."""
     if value is None:
-        return None
+        return None, None
     from skiplock.core.config import load_settings
     from skiplock.core.results import encode_result
 

@@ -18,7 +18,7 @@ import psycopg
 
 from skiplock import adapters
 from skiplock.core import queries
-from skiplock.core.errors import PermanentFailure, SkiplockError
+from skiplock.core.errors import SkiplockError
 
 FINAL_STATES = ("succeeded", "dead", "failed")
 # How often wait() looks again without a notification: a safety net, not the mechanism.
@@ -46,8 +46,9 @@ class JobFailed(SkiplockError):
         super().__init__(f"job {job_id} ended {state}" + (f": {error}" if error else ""))
 
 
-class ResultTooLarge(PermanentFailure):
-    """A handler returned more than SKIPLOCK_MAX_RESULT_BYTES of JSON."""
+class ResultTooLarge(SkiplockError):
+    """The job succeeded, but its handler returned more than SKIPLOCK_MAX_RESULT_BYTES of JSON: the
+    value was not stored (result() and wait() raise this, with the size, instead of returning None)."""
 
 
 @dataclass(frozen=True)
@@ -73,26 +74,29 @@ class JobInfo:
         return self.state in FINAL_STATES
 
 
-def encode_result(value: Any, max_bytes: int) -> str | None:
-    """A handler's return value as JSON text to store, None when it returned None.
+def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
+    """A handler's return value as (JSON text to store, None), or (None, why it was not stored).
 
-    A value that is not JSON-serialisable is not stored (None): handlers written before results
-    existed return all sorts of things. A value over `max_bytes` is a ResultTooLarge: the caller
-    (the worker) ends the job dead with that clear reason rather than drop data a dependent expects.
+    None stores nothing; a value that is not JSON-serialisable is not stored either, silently:
+    handlers written before results existed return all sorts of things, and their jobs succeed as
+    before. A value over `max_bytes` is not stored, and the reason is: the job still succeeded (its
+    work is done and may not be repeatable), and whoever reads the result gets ResultTooLarge with
+    the size instead of a silent None.
     """
     if value is None:
-        return None
+        return None, None
     try:
         text = _ENCODER.encode(value)
     except (TypeError, ValueError):
-        return None
+        return None, None
     size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
     if size > max_bytes:
-        raise ResultTooLarge(f"the handler returned {size} bytes of JSON, over the limit of {max_bytes} "
-                             "(SKIPLOCK_MAX_RESULT_BYTES); store large data elsewhere and return a reference")
+        return None, (f"the handler returned {size} bytes of JSON, over the limit of {max_bytes} "
+                      "(SKIPLOCK_MAX_RESULT_BYTES): the job succeeded but its result was not stored; "
+                      "store large data elsewhere and return a reference")
     if "\\u0000" in text:
-        return None  # jsonb cannot store NUL: treated like any other value it cannot keep
-    return text
+        return None, None  # jsonb cannot store NUL: treated like any other value it cannot keep
+    return text, None
 
 
 def status_on(conn: Any, job_id: int) -> JobInfo:
@@ -103,6 +107,9 @@ def status_on(conn: Any, job_id: int) -> JobInfo:
     assert row is not None
     (state, last_error, headline, attempts, max_attempts, waiting_on, batch_id, workflow_id, progress,
      message, queue, stored_state, result, stored_error, issued, archived) = row
+    if state == "succeeded" and stored_error:  # kept row (history keep), result refused as too large
+        return JobInfo(job_id, state, None, stored_error, attempts=attempts, max_attempts=max_attempts,
+                       batch_id=batch_id, workflow_id=workflow_id, queue=queue)
     if state is not None:
         return JobInfo(job_id, state, result if state == "succeeded" else None,
                          last_error if state in ("dead", "failed") else headline, progress, message, attempts,
@@ -117,6 +124,8 @@ def status_on(conn: Any, job_id: int) -> JobInfo:
 def outcome(job: JobInfo) -> Any:
     """The result of a final job, or JobFailed."""
     if job.state == "succeeded":
+        if job.result is None and job.error:  # its result was refused as too large (encode_result)
+            raise ResultTooLarge(f"job {job.id}: {job.error}")
         return job.result
     raise JobFailed(job.id, job.state, job.error)
 

@@ -7,6 +7,7 @@ call these, so a job drained in a test ends exactly as it would under a real wor
 from __future__ import annotations
 
 import inspect
+import logging
 import traceback
 from typing import Any
 
@@ -16,6 +17,7 @@ from skiplock.core.errors import Discard, PermanentFailure, RetryAfter, Snooze
 from skiplock.core.results import DEFAULT_MAX_RESULT_BYTES, encode_result
 
 MAX_ERROR_CHARS = 8000
+log = logging.getLogger("skiplock.worker")
 
 
 def format_error(exc: BaseException) -> str:
@@ -42,11 +44,14 @@ def succeeded(job: core.ClaimedJob, value: Any = None,
               max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> core.Outcome:
     """A success, with the handler's return value as the JSON text to store (None: nothing to store).
 
-    A value over `max_result_bytes` raises ResultTooLarge, a PermanentFailure: the job ends dead
-    saying so, instead of losing what its dependents expect to read."""
+    A value over `max_result_bytes` is not stored: the job still succeeds (its work is done), the
+    reason is stored instead (skiplock.result raises ResultTooLarge with it) and logged."""
     if value is None:
         return core.Outcome(job.id, job.queue, job.attempts, "ok")
-    return core.Outcome(job.id, job.queue, job.attempts, "ok", result=encode_result(value, max_result_bytes))
+    text, refused = encode_result(value, max_result_bytes)
+    if refused is not None:
+        log.warning("job %d queue=%s: %s", job.id, job.queue, refused)
+    return core.Outcome(job.id, job.queue, job.attempts, "ok", result=text, result_error=refused)
 
 
 def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: float,
