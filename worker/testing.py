@@ -37,7 +37,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from skiplock import hooks
-from skiplock.core import core, tracing
+from skiplock.core import core, tracing, versions
 from skiplock.core.config import load_settings
 from skiplock.core.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
@@ -109,10 +109,14 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
     settings = load_settings()
     leases = [float(registry.get(q).lease_seconds or settings.lease_for(q)) for q in queues]  # type: ignore[union-attr]
     worker_id = f"{_WORKER_ID_PREFIX}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    newest = [registry.get(q).version for q in queues]  # type: ignore[union-attr]
     done: list[DrainedJob] = []
     with _connection(conn) as db:
         while True:
-            jobs = core.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True)
+            # the newest payload version each handler runs, as a worker's claim passes it: a newer
+            # job stays queued for a newer worker
+            jobs = core.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True,
+                              versions=newest)
             if not jobs:
                 return done
             if len(done) >= max_jobs:
@@ -136,6 +140,9 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
     task = registry.get(job.queue)
     assert task is not None  # drain checked every queue it claims from
     try:
+        if job.version is not None and job.version < task.version:
+            # an older payload reaches the handler upgraded, as in the worker (runtime/flow.py)
+            payload = versions.upgrade_payload(job.queue, payload, job.version, task.version, task.upgrade)
         if task.wants_job:
             assert job.priority is not None and job.run_at is not None
             assert job.created_at is not None and job.started_at is not None
