@@ -23,6 +23,8 @@ And, usable with or without the plugin:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import uuid
@@ -151,12 +153,25 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
             result = task.func(payload, job=context)
         else:
             result = task.func(payload)
+        if task.is_async:
+            result = _await(result)  # the worker awaits it on its own loop; here, on one of drain's
         outcomes.check_result(job, result)
         return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
     except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
         outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
         hooks.failed(job, exc, outcome)
         return outcome
+
+
+def _await(coroutine: Any) -> Any:
+    """Run an `async def` handler's coroutine to its end: on a new event loop, or, when the caller is
+    itself inside one (an async test), on a new loop in a thread, since a running loop cannot be re-entered."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def enqueued_jobs(queue: str | None = None, conn: psycopg.Connection | None = None, *,

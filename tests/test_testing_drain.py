@@ -1,5 +1,5 @@
-"""skiplock.testing.drain treats payload versions as a worker does: an older payload reaches the handler
-upgraded, and a job newer than the handler stays queued (found by the flow-control page's example)."""
+"""skiplock.testing.drain runs jobs as a worker does: an older payload reaches the handler upgraded, a job
+newer than the handler stays queued, and an `async def` handler is awaited (found by the docs' examples)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def versioned_queue() -> Iterator[list[object]]:
     seen: list[object] = []
 
     @task("drain-versions", version=2, upgrade={1: lambda p: {"email": p["mail"]}})
-    def handler(payload):  # type: ignore[no-untyped-def]
+    def handler(payload):
         seen.append(payload)
 
     yield seen
@@ -34,3 +34,29 @@ def test_drain_upgrades_an_older_payload_and_leaves_a_newer_job_queued(versioned
     assert versioned_queue == [{"email": "old@x"}, {"email": "now@x"}]
     left = conn.execute("SELECT version, status FROM jobs WHERE queue = 'drain-versions'").fetchall()
     assert left == [(3, "queued")]  # for a worker that runs version 3
+
+
+def test_drain_awaits_an_async_handler(conn: psycopg.Connection) -> None:
+    """An `async def` handler runs to its end under drain (before, its coroutine was never awaited and
+    the job went dead as 'returned an awaitable')."""
+    import asyncio
+
+    seen: list[int] = []
+
+    @task("drain-async")
+    async def handler(payload):
+        await asyncio.sleep(0)
+        seen.append(payload["n"])
+
+    try:
+        conn.execute("""INSERT INTO jobs (queue, payload) VALUES ('drain-async', '{"n": 1}')""")
+        assert [r.status for r in drain("drain-async")] == ["succeeded"]
+
+        async def from_an_async_test() -> list[str]:  # a running loop in the caller
+            conn.execute("""INSERT INTO jobs (queue, payload) VALUES ('drain-async', '{"n": 2}')""")
+            return [r.status for r in drain("drain-async")]
+
+        assert asyncio.run(from_an_async_test()) == ["succeeded"]
+        assert seen == [1, 2]
+    finally:
+        REGISTRY._tasks.pop("drain-async", None)
