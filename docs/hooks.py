@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+PACKAGE_MIRROR = REPO / "build" / "docs-src" / "skiplock"
 RESULTS = REPO / "tests" / "benchmarks" / "results"
 MARKER = re.compile(r"^<!-- (generated|include): ([\w./-]+) -->$", re.MULTILINE)
 
@@ -234,6 +235,31 @@ def render(markdown: str) -> str:
         return GENERATORS[name]()
 
     return MARKER.sub(replace, markdown)
+
+
+# ---- the package as griffe must see it --------------------------------------------------------
+
+
+def mirror_package() -> Path:
+    """build/docs-src/skiplock: symlinks that lay the source folders out as the import names.
+
+    pyproject.toml maps worker/ to `skiplock` and webapp/ to `skiplock.webapp`; mkdocstrings reads
+    source files by import path, so it needs that layout on disk. Rebuilt at every load (cheap).
+    """
+    import shutil
+
+    if PACKAGE_MIRROR.exists():
+        shutil.rmtree(PACKAGE_MIRROR)
+    PACKAGE_MIRROR.mkdir(parents=True)
+    for entry in (REPO / "worker").iterdir():
+        if entry.name != "__pycache__":
+            (PACKAGE_MIRROR / entry.name).symlink_to(entry)
+    for folder in ("webapp", "templates", "static", "migrations"):
+        (PACKAGE_MIRROR / folder).symlink_to(REPO / folder)
+    return PACKAGE_MIRROR
+
+
+mirror_package()  # mkdocs imports this module while it loads mkdocs.yml, before any page is read
 
 
 # ---- MkDocs events ----------------------------------------------------------------------------
