@@ -5,6 +5,10 @@ The convention (BRIEF and docs/reference/testing-the-docs.md):
   own, so dataclasses and pydantic models defined there are importable by name);
 - a block whose previous non-blank line is `<!-- skip: reason -->` does not run (the reason is
   required: a fragment, a server that would never return, a framework the page only shows);
+- a block whose previous non-blank line is `<!-- file: PATH -->` is a file the reader creates: it is
+  written to PATH (relative to the page's own empty folder, the current directory while it runs) in
+  its turn, and later blocks import it or start processes that do (the tutorials start from an empty
+  folder this way);
 - ```bash, ```text, ```toml, ```ini, ```sql, ```console and other languages are not run.
 """
 
@@ -17,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SKIP = re.compile(r"^<!-- skip: (.+?) -->$")
+FILE = re.compile(r"^<!-- file: ([\w./-]+) -->$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 
 
@@ -27,10 +32,11 @@ class Block:
     language: str
     source: str
     skip_reason: str | None  # why it is not run, when the page says so
+    file: str | None = None  # the path the reader saves it as, for a file block
 
     @property
     def runs(self) -> bool:
-        return self.language in ("python", "py") and self.skip_reason is None
+        return self.language in ("python", "py") and self.skip_reason is None and self.file is None
 
 
 def pages() -> list[Path]:
@@ -63,8 +69,9 @@ def blocks(path: Path) -> list[Block]:
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
             i += 1
         skip = SKIP.match(previous)
-        found.append(Block(_name(path), start + 1, language.lower(),
-                           textwrap.dedent("\n".join(body)) + "\n", skip.group(1) if skip else None))
+        file = FILE.match(previous)
+        found.append(Block(_name(path), start + 1, language.lower(), textwrap.dedent("\n".join(body)) + "\n",
+                           skip.group(1) if skip else None, file.group(1) if file else None))
         previous = ""
         i += 1
     return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib
 import os
 import sys
 import types
@@ -22,7 +23,7 @@ import pytest
 
 from tests.docs.examples import REPO, blocks, pages
 
-RUNNABLE = [p for p in pages() if any(b.runs for b in blocks(p))]
+RUNNABLE = [p for p in pages() if any(b.runs or b.file for b in blocks(p))]
 
 
 def _as_url(conninfo: str) -> str:
@@ -78,6 +79,12 @@ def test_page_examples_run(page: Path, fresh_db_url: str, clean_registries: None
     environ = dict(os.environ)  # a page may set variables (the console's login): they end with the page
     try:
         for block in blocks(page):
+            if block.file is not None:  # the reader saves it: so does the test, in the page's folder
+                target = tmp_path / block.file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(block.source)
+                importlib.invalidate_caches()
+                continue
             if not block.runs:
                 continue
             # the block's own line numbers in tracebacks: pad so line N of the code is line N of the page
@@ -87,6 +94,9 @@ def test_page_examples_run(page: Path, fresh_db_url: str, clean_registries: None
         os.environ.clear()
         os.environ.update(environ)
         sys.modules.pop(name, None)
+        for loaded in [m for m, mod in sys.modules.items()  # the page's own files: not for the next page
+                       if str(getattr(mod, "__file__", None) or "").startswith(str(tmp_path))]:
+            del sys.modules[loaded]
         close_default_pool()
         asyncio.run(close_default_async_pool())
 
@@ -105,8 +115,11 @@ def test_the_collector_sees_the_convention(tmp_path: Path) -> None:
     """The collector itself: run, skipped (with its reason) and other languages are told apart."""
     page = tmp_path / "page.md"
     page.write_text("# t\n\n```python\nx = 1\n```\n\n<!-- skip: needs a server -->\n```python\nserve()\n```\n\n"
-                    "```bash\nrm -rf /\n```\n\n- a list\n\n    ```python\n    y = 2\n    ```\n")
+                    "```bash\nrm -rf /\n```\n\n- a list\n\n    ```python\n    y = 2\n    ```\n\n"
+                    "<!-- file: app/tasks.py -->\n```python\nz = 3\n```\n")
     found = blocks(page)
     assert [(b.language, b.runs, b.skip_reason) for b in found] == [
-        ("python", True, None), ("python", False, "needs a server"), ("bash", False, None), ("python", True, None)]
+        ("python", True, None), ("python", False, "needs a server"), ("bash", False, None), ("python", True, None),
+        ("python", False, None)]
     assert found[3].source == "y = 2\n"
+    assert found[4].file == "app/tasks.py"
