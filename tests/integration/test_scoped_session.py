@@ -11,7 +11,7 @@ import pytest
 
 from skiplock import enqueue, enqueue_async
 from skiplock.producer_async import close_default_async_pool
-from tests.test_user_transaction import sqlalchemy_url
+from tests.integration.test_user_transaction import sqlalchemy_url
 
 
 def _queued(conn: psycopg.Connection) -> list[object]:
