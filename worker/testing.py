@@ -67,6 +67,8 @@ class DrainedJob:
 
 @dataclass(frozen=True)
 class EnqueuedJob:
+    """A queued job as `enqueued_jobs` lists it (its payload decoded)."""
+
     id: int
     queue: str
     payload: Any
