@@ -12,7 +12,7 @@ A page holds a marker line and the build puts the generated Markdown in its plac
 
 The benchmark charts stay in tests/benchmarks/results/ beside their data; `on_files` publishes them as
 `benchmarks/results/*.png` so the benchmarks page shows them without a copy.
-tests/docs/test_reference.py imports this module and checks that the output covers every command,
+tests/docs/test_site.py imports this module and checks that the output covers every command,
 option and setting.
 """
 

@@ -177,3 +177,11 @@ def test_no_page_keeps_a_dated_diary() -> None:
         for number, line in enumerate(page.read_text().splitlines(), 1):
             assert not DIARY.search(line), (f"{page.relative_to(REPO)}:{number} has a time of day: the history of "
                                             "runs goes to tests/benchmarks/results/HISTORY.md")
+
+
+def test_every_repository_file_the_docs_name_exists() -> None:
+    """A test file, an example or a source file named in the docs is there (the suite was re-laid out once)."""
+    pattern = re.compile(r"\b((?:tests|examples|worker|webapp|migrations)/[\w./-]+\.(?:py|sql|md))\b")
+    missing = sorted({f"{page.relative_to(REPO)}: {path}" for page in pages()
+                      for path in pattern.findall(page.read_text()) if not (REPO / path).exists()})
+    assert not missing, missing
