@@ -60,3 +60,16 @@ def test_the_screenshot_renders_on_a_package_index() -> None:
     assert images, "the README shows the console"
     for url in images:
         assert url.startswith(_site_url()) and (REPO / _target(url)).exists(), url
+
+
+def test_the_readme_renders_as_the_package_index_renders_it() -> None:
+    """PyPI renders README.md with readme_renderer (GitHub-flavoured Markdown, then its HTML cleaner):
+    the tables survive, the screenshot keeps its absolute source, and every link still points somewhere."""
+    from readme_renderer.markdown import render
+
+    html = render(README, variant="GFM")
+    assert html is not None
+    assert html.count("<table>") == 2
+    assert re.search(rf'<img src="{re.escape(_site_url())}img/overview.png"', html)
+    hrefs = re.findall(r'href="([^"]+)"', html)
+    assert len(hrefs) >= 10 and all(h.startswith(("https://", "http://", "#")) for h in hrefs), hrefs
