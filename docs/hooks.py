@@ -259,10 +259,13 @@ def mirror_package() -> Path:
     return PACKAGE_MIRROR
 
 
-mirror_package()  # mkdocs imports this module while it loads mkdocs.yml, before any page is read
-
-
 # ---- MkDocs events ----------------------------------------------------------------------------
+
+
+def on_startup(**kwargs: Any) -> None:
+    # before the plugins read their configuration (mkdocstrings resolves its paths then); only a build
+    # makes the mirror, so tests that import this module for its generators leave it alone
+    mirror_package()
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
