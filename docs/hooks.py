@@ -8,7 +8,8 @@ A page holds a marker line and the build puts the generated Markdown in its plac
   and what the parser accepts, asked of the parser itself);
 - `<!-- generated: states -->` and `<!-- generated: transitions -->`: `JobStatus` and the operator's
   transition table (worker/core/status.py, worker/core/transitions.py);
-- `<!-- include: PATH -->`: a file of the repository (the changelog).
+- `<!-- include: PATH -->`: a file of the repository (the changelog);
+- `<!-- file: PATH -->` (the tutorials): shown as the file's name above its block.
 
 The benchmark charts stay in tests/benchmarks/results/ beside their data; `on_files` publishes them as
 `benchmarks/results/*.png` so the benchmarks page shows them without a copy.
@@ -30,6 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE_MIRROR = REPO / "build" / "docs-src" / "skiplock"
 RESULTS = REPO / "tests" / "benchmarks" / "results"
 MARKER = re.compile(r"^<!-- (generated|include): ([\w./-]+) -->$", re.MULTILINE)
+# `<!-- file: PATH -->` before a code block: the reader saves the block as PATH (tests/docs runs it so);
+# the rendered page names the file above the block, since an HTML comment shows nothing
+FILE_MARKER = re.compile(r"^<!-- file: ([\w./-]+) -->$", re.MULTILINE)
 
 
 # ---- the command line -------------------------------------------------------------------------
@@ -234,7 +238,7 @@ def render(markdown: str) -> str:
             return (REPO / name).read_text()
         return GENERATORS[name]()
 
-    return MARKER.sub(replace, markdown)
+    return FILE_MARKER.sub(r"`\1`:", MARKER.sub(replace, markdown))
 
 
 # ---- the package as griffe must see it --------------------------------------------------------
