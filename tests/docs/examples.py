@@ -1,6 +1,6 @@
 """The code blocks of README.md and docs/: found, classified and run the way the docs promise.
 
-The convention (BRIEF and docs/reference/testing-the-docs.md):
+The convention (docs/reference/writing-the-docs.md):
 - a ```python block runs; the blocks of one page run in order, in one namespace (a module of its
   own, so dataclasses and pydantic models defined there are importable by name);
 - a block whose previous non-blank line is `<!-- skip: reason -->` does not run (the reason is
