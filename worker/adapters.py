@@ -28,10 +28,10 @@ import psycopg
 from psycopg.rows import tuple_row
 
 ACCEPTED_SYNC = ("a psycopg 3 Connection, a psycopg2 connection, an SQLAlchemy Connection or Session "
-                 "(psycopg or psycopg2 driver), or a Django PostgreSQL connection "
+                 "(or a scoped_session; psycopg or psycopg2 driver), or a Django PostgreSQL connection "
                  "(django.db.connection or connections[alias])")
 ACCEPTED_ASYNC = ("a psycopg AsyncConnection, or an SQLAlchemy AsyncConnection or AsyncSession "
-                  "(asyncpg or psycopg driver)")
+                  "(or an async_scoped_session; asyncpg or psycopg driver)")
 
 
 def _instance_of(obj: object, module: str, name: str) -> bool:
@@ -54,6 +54,10 @@ def sync_connection(obj: object) -> Any:
         return obj
     if _instance_of(obj, "psycopg2.extensions", "connection"):
         return obj
+    if _instance_of(obj, "sqlalchemy.orm", "scoped_session"):
+        # a registry of Sessions (Flask-SQLAlchemy's db.session is one): calling it gives the
+        # current scope's Session, the one the caller's own writes go through
+        obj = obj()  # type: ignore[operator]
     if _instance_of(obj, "sqlalchemy.orm", "Session"):
         return _sqlalchemy_sync(obj.connection(), obj)  # type: ignore[attr-defined]
     if _instance_of(obj, "sqlalchemy.engine", "Connection"):
@@ -101,6 +105,8 @@ async def async_connection(obj: object) -> Any:
     """psycopg AsyncConnection or asyncpg Connection of `obj`'s current transaction, or TypeError."""
     if isinstance(obj, psycopg.AsyncConnection):
         return obj
+    if _instance_of(obj, "sqlalchemy.ext.asyncio", "async_scoped_session"):
+        obj = obj()  # type: ignore[operator]  # the current scope's AsyncSession, as for scoped_session
     if _instance_of(obj, "sqlalchemy.ext.asyncio", "AsyncSession"):
         return await _sqlalchemy_async(await obj.connection(), obj)  # type: ignore[attr-defined]
     if _instance_of(obj, "sqlalchemy.ext.asyncio", "AsyncConnection"):

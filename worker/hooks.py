@@ -41,6 +41,7 @@ class FailedRun:
 
     @property
     def dead(self) -> bool:
+        """True when this run left the job dead (no retry follows)."""
         return self.status == "dead"
 
 

@@ -23,6 +23,8 @@ And, usable with or without the plugin:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import uuid
@@ -37,7 +39,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from skiplock import hooks
-from skiplock.core import core, tracing
+from skiplock.core import core, tracing, versions
 from skiplock.core.config import load_settings
 from skiplock.core.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
@@ -65,6 +67,8 @@ class DrainedJob:
 
 @dataclass(frozen=True)
 class EnqueuedJob:
+    """A queued job as `enqueued_jobs` lists it (its payload decoded)."""
+
     id: int
     queue: str
     payload: Any
@@ -109,10 +113,14 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
     settings = load_settings()
     leases = [float(registry.get(q).lease_seconds or settings.lease_for(q)) for q in queues]  # type: ignore[union-attr]
     worker_id = f"{_WORKER_ID_PREFIX}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    newest = [registry.get(q).version for q in queues]  # type: ignore[union-attr]
     done: list[DrainedJob] = []
     with _connection(conn) as db:
         while True:
-            jobs = core.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True)
+            # the newest payload version each handler runs, as a worker's claim passes it: a newer
+            # job stays queued for a newer worker
+            jobs = core.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True,
+                              versions=newest)
             if not jobs:
                 return done
             if len(done) >= max_jobs:
@@ -136,6 +144,9 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
     task = registry.get(job.queue)
     assert task is not None  # drain checked every queue it claims from
     try:
+        if job.version is not None and job.version < task.version:
+            # an older payload reaches the handler upgraded, as in the worker (runtime/flow.py)
+            payload = versions.upgrade_payload(job.queue, payload, job.version, task.version, task.upgrade)
         if task.wants_job:
             assert job.priority is not None and job.run_at is not None
             assert job.created_at is not None and job.started_at is not None
@@ -144,12 +155,25 @@ def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
             result = task.func(payload, job=context)
         else:
             result = task.func(payload)
+        if task.is_async:
+            result = _await(result)  # the worker awaits it on its own loop; here, on one of drain's
         outcomes.check_result(job, result)
         return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
     except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
         outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
         hooks.failed(job, exc, outcome)
         return outcome
+
+
+def _await(coroutine: Any) -> Any:
+    """Run an `async def` handler's coroutine to its end: on a new event loop, or, when the caller is
+    itself inside one (an async test), on a new loop in a thread, since a running loop cannot be re-entered."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def enqueued_jobs(queue: str | None = None, conn: psycopg.Connection | None = None, *,

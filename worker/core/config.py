@@ -26,17 +26,17 @@ T = TypeVar("T")
 class Settings:
     """Everything a worker, producer or console process reads from its environment."""
 
-    database_url: str | None = None  # DATABASE_URL: libpq URL or key=value string
+    database_url: str | None = None  # DATABASE_URL: the PostgreSQL database of the queue
     tasks: tuple[str, ...] = ()  # SKIPLOCK_TASKS: modules that register handlers
     queues: tuple[str, ...] = ()  # SKIPLOCK_QUEUES: limit the worker to these queues
     concurrency: int = 10  # SKIPLOCK_CONCURRENCY: handler threads per worker process
     async_concurrency: int = 100  # SKIPLOCK_ASYNC_CONCURRENCY: async handlers awaited at once per worker
     batch_size: int = 50  # SKIPLOCK_BATCH_SIZE: most jobs one claim may take
-    prefetch: int | None = None  # SKIPLOCK_PREFETCH: claimed jobs held waiting for a slot; auto by default
+    prefetch: int | None = None  # SKIPLOCK_PREFETCH: claimed jobs held for a free slot (auto: sized from timings)
     poll_interval: float = 1.0  # SKIPLOCK_POLL_INTERVAL: seconds between polls when idle
     lease_seconds: float = 30.0  # SKIPLOCK_LEASE_SECONDS: default lease length
-    queue_leases: Mapping[str, float] = field(default_factory=dict)  # SKIPLOCK_QUEUE_LEASES: q=secs,...
-    heartbeat_interval: float | None = None  # SKIPLOCK_HEARTBEAT_INTERVAL: 0 disables; default lease/3
+    queue_leases: Mapping[str, float] = field(default_factory=dict)  # SKIPLOCK_QUEUE_LEASES: per-queue leases
+    heartbeat_interval: float | None = None  # SKIPLOCK_HEARTBEAT_INTERVAL: seconds between lease extensions
     ack_interval: float = 0.005  # SKIPLOCK_ACK_INTERVAL_MS (ms in env): longest an ack waits
     ack_batch: int = 200  # SKIPLOCK_ACK_BATCH: flush once this many results are waiting
     shutdown_grace: float = 30.0  # SKIPLOCK_SHUTDOWN_GRACE: seconds in-flight jobs get on SIGTERM
@@ -60,8 +60,8 @@ class Settings:
     backoff_base: float = 1.0  # SKIPLOCK_BACKOFF_BASE: first retry delay in seconds
     backoff_cap: float = 3600.0  # SKIPLOCK_BACKOFF_CAP: longest retry delay in seconds
     pool_size: int = 4  # SKIPLOCK_POOL_SIZE: database connections per process pool
-    log_format: str = "text"  # SKIPLOCK_LOG_FORMAT: text or json
-    log_level: str = "INFO"  # SKIPLOCK_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR
+    log_format: str = "text"  # SKIPLOCK_LOG_FORMAT: json for one JSON object per log line
+    log_level: str = "INFO"  # SKIPLOCK_LOG_LEVEL: the lowest level logged
     health_port: int | None = None  # SKIPLOCK_HEALTH_PORT: serve worker liveness on this port
     history_mode: str = "delete"  # SKIPLOCK_HISTORY_MODE: delete, keep (in jobs) or partitioned (jobs_history)
     # SKIPLOCK_DIRECT_URL: a URL straight to PostgreSQL (not through a transaction-pooling PgBouncer)

@@ -39,6 +39,7 @@ class JobContext:
 
     @property
     def completed_in_transaction(self) -> bool:
+        """True once complete()/complete_async() finished this run in the handler's own transaction."""
         return bool(self._completed)
 
     def complete(self, conn: Any, result: Any = None) -> None:

@@ -71,6 +71,7 @@ class JobInfo:
 
     @property
     def is_final(self) -> bool:
+        """True once the job has ended (succeeded, failed or dead): its state will not change again."""
         return self.state in FINAL_STATES
 
 

@@ -1,0 +1,75 @@
+"""README.md is the front door: short, the two commands exactly as CI runs them, links a package index
+can follow (absolute, into the docs site), and each thing a newcomer looks for one click away."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.docs.examples import REPO
+
+README = (REPO / "README.md").read_text()
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _site_url() -> str:
+    # mkdocs.yml names python tags (!!python/name) in some setups; this one has none, so safe_load reads it
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    return str(config["site_url"])
+
+
+def test_readme_is_short_and_keeps_the_two_commands() -> None:
+    assert len(README.splitlines()) <= 260
+    assert "pip install -e '.[dev]' && skiplock dev" in README
+    assert "pip install -e '.[test]' && python -m pytest" in README
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "pip install -q -e '.[test]' && python -m pytest" in ci  # CI runs the README's test command
+
+
+def _target(url: str) -> str:
+    """The docs source file an absolute site URL points at (page or static file)."""
+    path = url.removeprefix(_site_url()).split("#")[0]
+    if not path or path.endswith("/"):
+        stem = path.rstrip("/") or "index"
+        return f"docs/{stem}.md" if (REPO / f"docs/{stem}.md").exists() else f"docs/{stem}/index.md"
+    if path.startswith("benchmarks/results/"):
+        return "tests/" + path
+    return "docs/" + path
+
+
+def test_every_readme_link_is_absolute_and_lands_on_a_page_of_the_site() -> None:
+    links = LINK.findall(README)
+    assert len(links) >= 10
+    site = _site_url()
+    for url in links:
+        assert url.startswith(("https://", "http://", "#")), f"relative link {url!r}: a package index cannot follow it"
+        if url.startswith(site):
+            assert (REPO / _target(url)).exists(), f"{url} -> {_target(url)} does not exist"
+
+
+@pytest.mark.parametrize("page", ["tutorial/django/", "howto/mount-console/", "howto/recurring-jobs/",
+                                  "howto/pgbouncer-and-ha/", "howto/why-not-running/", "benchmarks/"])
+def test_what_a_newcomer_looks_for_is_one_click_from_the_readme(page: str) -> None:
+    assert f"]({_site_url()}{page}" in README, f"README does not link {page}"
+
+
+def test_the_screenshot_renders_on_a_package_index() -> None:
+    images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", README)
+    assert images, "the README shows the console"
+    for url in images:
+        assert url.startswith(_site_url()) and (REPO / _target(url)).exists(), url
+
+
+def test_the_readme_renders_as_the_package_index_renders_it() -> None:
+    """PyPI renders README.md with readme_renderer (GitHub-flavoured Markdown, then its HTML cleaner):
+    the tables survive, the screenshot keeps its absolute source, and every link still points somewhere."""
+    from readme_renderer.markdown import render
+
+    html = render(README, variant="GFM")
+    assert html is not None
+    assert html.count("<table>") == 2
+    assert re.search(rf'<img src="{re.escape(_site_url())}img/overview.png"', html)
+    hrefs = re.findall(r'href="([^"]+)"', html)
+    assert len(hrefs) >= 10 and all(h.startswith(("https://", "http://", "#")) for h in hrefs), hrefs
