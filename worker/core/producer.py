@@ -328,8 +328,9 @@ def enqueue(
     `job.parent_states`). Not with `unique_key`. See the workflows guide.
 
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
-    with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or
-    Session, or a Django connection (see skiplock.adapters). Without it, a pooled autocommit
+    with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection,
+    Session or scoped_session (Flask-SQLAlchemy's db.session), or a Django connection (see
+    skiplock.adapters). Without it, a pooled autocommit
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)

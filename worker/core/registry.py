@@ -44,8 +44,8 @@ class JobContext:
     def complete(self, conn: Any, result: Any = None) -> None:
         """Mark this run's job done inside the transaction of `conn`, with the handler's own writes.
 
-        `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or Session, or a Django
-        connection. The completion is fenced (this worker, this attempt, still running): if the
+        `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection, Session or scoped_session
+        (Flask-SQLAlchemy's db.session), or a Django connection. The completion is fenced (this worker, this attempt, still running): if the
         run lost the job, JobOwnershipLost is raised and the caller's transaction must roll back
         (a `with conn.transaction()` / `atomic()` / `session.begin()` block does that by itself).
         Commit right after: until then the job's row and its job_stats row stay locked.
@@ -58,7 +58,8 @@ class JobContext:
         self._check(adapters.run_sync(conn, sql, params))
 
     async def complete_async(self, conn: Any, result: Any = None) -> None:
-        """complete() for a psycopg AsyncConnection or an SQLAlchemy AsyncConnection/AsyncSession."""
+        """complete() for a psycopg AsyncConnection, an asyncpg Connection, or an SQLAlchemy
+        AsyncConnection/AsyncSession/async_scoped_session."""
         from skiplock import adapters
         from skiplock.core import core
 
