@@ -2,9 +2,9 @@
 
 The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
 `conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an asyncpg Connection,
-an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.adapters). Without it, an async pool of autocommit
-connections is built from DATABASE_URL on first use, one per event loop (a psycopg async pool
-belongs to the loop it was opened on).
+an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.adapters). Without
+it, an async pool of autocommit connections is built from DATABASE_URL on first use, one per event
+loop (a psycopg async pool belongs to the loop it was opened on).
 """
 
 from __future__ import annotations

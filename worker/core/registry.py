@@ -45,9 +45,10 @@ class JobContext:
         """Mark this run's job done inside the transaction of `conn`, with the handler's own writes.
 
         `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection, Session or scoped_session
-        (Flask-SQLAlchemy's db.session), or a Django connection. The completion is fenced (this worker, this attempt, still running): if the
-        run lost the job, JobOwnershipLost is raised and the caller's transaction must roll back
-        (a `with conn.transaction()` / `atomic()` / `session.begin()` block does that by itself).
+        (Flask-SQLAlchemy's db.session), or a Django connection. The completion is fenced (this worker,
+        this attempt, still running): if the run lost the job, JobOwnershipLost is raised and the
+        caller's transaction must roll back (a `with conn.transaction()` / `atomic()` /
+        `session.begin()` block does that by itself).
         Commit right after: until then the job's row and its job_stats row stay locked.
         """
         from skiplock import adapters
