@@ -204,7 +204,7 @@ def _whole(text: str) -> int:
 def _dev_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="embedded PostgreSQL folder (default .skiplock-dev/pg)")
     p.add_argument("--no-demo", action="store_true", help="do not enqueue the demo workload")
-    p.add_argument("--port", type=int, default=None, help="console port (default $PORT or 5000)")
+    p.add_argument("--port", type=int, default=None, help="console port (default $PORT, else 5000, else a free port)")
 
 
 @command("dev", "run everything locally: embedded PostgreSQL if no DATABASE_URL, worker and demo", _dev_args)
