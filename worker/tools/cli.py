@@ -116,6 +116,11 @@ def _worker(args: argparse.Namespace) -> int:
     url = settings.require_database_url()
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
+    from skiplock.runtime.environment import setup_frameworks
+
+    framework = setup_frameworks()  # django.setup() when DJANGO_SETTINGS_MODULE is set: tasks may import models
+    if framework:
+        log.info("set up %s before importing the task modules", framework)
     import_task_modules(settings.tasks)
     from skiplock.core.db import check_database
 
