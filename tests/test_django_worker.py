@@ -130,9 +130,8 @@ def test_a_handler_failing_on_a_broken_environment_stops_the_worker(db_url: str,
     assert code == 3, output
     assert "environment is broken" in output and "ImproperlyConfigured" in output
     assert "DJANGO_SETTINGS_MODULE" in output  # says what to do
-    status, attempts, error = conn.execute("SELECT status::text, attempts, last_error FROM jobs WHERE id = %s",
-                                           (job_id,)).fetchone()
-    assert (status, attempts, error) == ("queued", 0, None)  # back in its queue, the attempt not counted
+    row = conn.execute("SELECT status::text, attempts, last_error FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == ("queued", 0, None)  # back in its queue, the attempt not counted
     assert scalar(conn, "SELECT count(*) FROM django_receipts") == 0
 
 
