@@ -49,8 +49,9 @@ def sync_account(payload):
 def worker_tasks(conn: psycopg.Connection, spawn_worker, tmp_path: Path) -> Iterator[None]:
     """A worker that imports the task module; this test process never does."""
     (tmp_path / "td_tasks.py").write_text(textwrap.dedent(TASKS))
+    # succeeded jobs stay in `jobs` (history mode keep), so their rows can be read after they ran
     worker = spawn_worker(SKIPLOCK_TASKS="td_tasks", PYTHONPATH=f"{REPO}:{tmp_path}", SKIPLOCK_BACKOFF_BASE="0",
-                          SKIPLOCK_BACKOFF_CAP="0")
+                          SKIPLOCK_BACKOFF_CAP="0", SKIPLOCK_HISTORY_MODE="keep")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM task_defaults WHERE queue LIKE 'td_%%'") == 3, timeout=60,
              message="the worker to write its tasks' options")
     assert REGISTRY.get("td_reports") is None  # the producer here really lacks the task
@@ -80,7 +81,7 @@ def test_a_producer_without_the_task_writes_its_options(worker_tasks: None, conn
 def test_enqueue_many_both_paths_and_enqueue_async(worker_tasks: None, conn: psycopg.Connection) -> None:
     few = enqueue_many([("td_emails", {"n": n}) for n in range(3)] + [{"queue": "td_reports", "payload": {},
                                                                       "delay": 3600}])
-    many = enqueue_many(({"queue": "td_emails", "payload": {"n": n}, "priority": -1} for n in range(60)))  # COPY
+    many = enqueue_many({"queue": "td_emails", "payload": {"n": n}, "priority": -1} for n in range(60))  # COPY
     assert {_job(conn, i) for i in few[:3] + many} == {(3, 1, None)}
     assert _job(conn, few[3]) == (2, 2, "td-serial")
 

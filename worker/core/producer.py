@@ -478,8 +478,17 @@ def _default_attempts(queue: Any, settings: Settings) -> int:
 
 
 def unregistered_queues(queues: Iterable[Any]) -> list[str]:
-    """Queues without a handler in this process whose task_defaults row is not fresh: they need a lookup."""
-    return task_defaults.stale(q for q in queues if isinstance(q, str) and REGISTRY.get(q) is None)
+    """Valid queue names without a handler in this process whose task_defaults row is not fresh: they
+    need a lookup. An invalid name is left to the validation, which says what is wrong with it."""
+    return task_defaults.stale(q for q in queues if isinstance(q, str) and REGISTRY.get(q) is None and _valid(q))
+
+
+def _valid(queue: str) -> bool:
+    try:
+        _validate_queue(queue)
+    except EnqueueError:
+        return False
+    return True
 
 
 def queues_of(jobs: list[Mapping[str, Any] | tuple[str, Any]]) -> set[Any]:
