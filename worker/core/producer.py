@@ -496,7 +496,9 @@ def queues_of(jobs: list[Mapping[str, Any] | tuple[str, Any]]) -> set[Any]:
     names: set[Any] = set()
     for item in jobs:
         try:
-            names.add(item.get("queue") if isinstance(item, Mapping) else item[0])
+            # exact types first: isinstance(item, Mapping) is an ABC check, ~5x the cost per item
+            names.add(item[0] if type(item) is tuple else item["queue"] if type(item) is dict
+                      else item.get("queue") if isinstance(item, Mapping) else item[0])
         except (TypeError, IndexError, KeyError):
             continue
     return names
