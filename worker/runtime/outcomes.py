@@ -51,7 +51,7 @@ def succeeded(job: core.ClaimedJob, value: Any = None,
 
 # The skiplock functions that call a handler: (module, function). A TypeError whose traceback ends in
 # one of them was raised by the call itself (the arguments did not bind), so the handler's body never ran.
-CALL_SITES = frozenset({("skiplock.runtime.runner", "_execute"), ("skiplock.runtime.runner", "_execute_async"),
+CALL_SITES = frozenset({("skiplock.runtime.executor", "_call"), ("skiplock.runtime.executor", "_call_async"),
                         ("skiplock.typed", "run_typed"), ("skiplock.testing", "_run")})
 
 

@@ -21,7 +21,7 @@ from skiplock.core import task_defaults
 from skiplock.core.registry import REGISTRY
 from skiplock.producer_async import close_default_async_pool
 from tests.conftest import REPO
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.helpers import scalar
-from tests.test_user_transaction import sqlalchemy_url
+from tests.integration.test_user_transaction import sqlalchemy_url
+from tests.support.helpers import scalar
 
 
 @pytest.fixture

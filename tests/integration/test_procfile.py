@@ -24,8 +24,8 @@ import psycopg
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import scalar, wait_for
-from tests.pgcluster import with_database
+from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import with_database
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 
 from skiplock import ConfigError, enqueue, task
 from tests.conftest import REPO, worker_env
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def test_a_second_parameter_not_named_job_is_refused_at_registration() -> None:
