@@ -101,6 +101,9 @@ def guard() -> Response | None:
     if not current_app.config["AUTH"]:
         g.user, g.role = "anonymous", "admin"
     elif current_app.config.get("AUTH_HOOK"):
+        if endpoint == "ops.metrics" and _scraper_may_read_metrics():
+            g.user, g.role = "metrics scraper", "readonly"
+            return None
         g.user, g.role = _ask_host() or (None, None)
         if g.user is None and endpoint not in ("healthz", "static"):
             return Response("Forbidden: the application this console is mounted in refused access.\n", 403,
@@ -122,6 +125,17 @@ def guard() -> Response | None:
             return Response("Forbidden: your login is read-only.\n", 403, mimetype="text/plain")
         csrf.protect()  # raises CSRFError (-> 400) when the token is missing or wrong
     return None
+
+
+def _scraper_may_read_metrics() -> bool:
+    """Mounted: a scraper has no login in the host app, so mount(metrics_public=True) or
+    mount(metrics_token=...) let it past the authorize hook for /metrics alone. Without either
+    (or with a wrong token), /metrics is asked of the hook like every other page."""
+    if current_app.config.get("MOUNT_METRICS_PUBLIC"):
+        return True
+    token = current_app.config.get("MOUNT_METRICS_TOKEN")
+    given = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 
 
 def _metrics_token_check() -> Response | None:

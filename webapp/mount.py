@@ -1,13 +1,21 @@
 """Mount the console inside the user's own Flask app, as Sidekiq Web mounts in Rails.
 
+    import os
+
+    from flask_login import current_user
     from skiplock.webapp import mount
 
-    def who_may_see_jobs(request):            # runs in the HOST's request context
+    ADMINS = {"alice@example.com"}             # your rule: a role column, a group, a list...
+
+    def who_may_see_jobs(request):             # runs in the HOST's request context
         if not current_user.is_authenticated:
             return None                        # refused (403)
-        return "admin" if current_user.is_staff else "readonly"
+        role = "admin" if current_user.email in ADMINS else "readonly"
+        return role, current_user.email       # the name goes into the console's audit log
 
-    mount(app, "/admin/jobs", authorize=who_may_see_jobs)
+    mount(app, "/admin/jobs", authorize=who_may_see_jobs, metrics_token=os.environ["METRICS_TOKEN"])
+
+(Flask-Login's users have no `is_staff`: that is Django's. Decide the role from your own user model.)
 
 The console stays its own Flask app (its blueprints, CSRF, CSP, error pages and audit log work as
 when standalone) and is served under the prefix by werkzeug's DispatcherMiddleware, so url_for,
@@ -15,6 +23,10 @@ static files and htmx polling all carry the prefix. Login is the host's: `author
 request inside the host's request context, so `flask.session`, Flask-Login's `current_user` and the
 like answer for the host, and it returns the role ("admin", "readonly"), or (role, user name) for
 the audit log, or None to refuse.
+
+/metrics is behind `authorize` too, which a Prometheus scraper (no login in the host) cannot pass:
+`metrics_token=` lets a request with `Authorization: Bearer <token>` read it, `metrics_public=True`
+serves it to anyone (as the standalone console does without SKIPLOCK_METRICS_TOKEN).
 """
 
 from __future__ import annotations
@@ -34,11 +46,14 @@ AuthorizeHook = Callable[[Request], "str | tuple[str, str] | None"]
 
 def mount(host: Flask, url_prefix: str = "/admin/jobs", *, authorize: AuthorizeHook,
           database_url: str | None = None, pool: ConnectionPool | None = None,
-          config: Mapping[str, Any] | None = None) -> Flask:
+          config: Mapping[str, Any] | None = None, metrics_token: str | None = None,
+          metrics_public: bool = False) -> Flask:
     """Serve the console under `url_prefix` of `host`; returns the console's own app.
 
     The database is `pool` (the host's psycopg_pool.ConnectionPool), else `database_url`, else the
     host's SKIPLOCK_DATABASE_URL config, else DATABASE_URL from the environment.
+    `metrics_token`: /metrics also answers a scraper sending `Authorization: Bearer <token>`;
+    `metrics_public`: /metrics answers anyone. Without either it is asked of `authorize`.
     """
     from skiplock.webapp import create_app
 
@@ -47,7 +62,13 @@ def mount(host: Flask, url_prefix: str = "/admin/jobs", *, authorize: AuthorizeH
     if not callable(authorize):
         raise ConfigError("mount: authorize= must be a callable that takes the request and returns "
                           "'admin', 'readonly' or None")
+    if metrics_token is not None and (not isinstance(metrics_token, str) or len(metrics_token) < 16):
+        raise ConfigError("mount: metrics_token must be a secret string of at least 16 characters")
+    if metrics_token and metrics_public:
+        raise ConfigError("mount: give metrics_token= (scrapers send it) or metrics_public=True, not both")
     settings: dict[str, Any] = {
+        "MOUNT_METRICS_TOKEN": metrics_token,
+        "MOUNT_METRICS_PUBLIC": bool(metrics_public),
         "AUTH": True,
         "AUTH_HOOK": authorize,
         "HOST_APP": host,

@@ -8,8 +8,10 @@ caller's current transaction, so every driver runs the very same SQL text from s
   SQLAlchemy has begun its transaction, so the caller's commit or rollback covers our statement;
 - Django's connection gives its psycopg 3 / psycopg2 connection (inside `atomic()` it is in
   Django's transaction; outside, it autocommits like Django's own queries);
-- asyncpg (under an SQLAlchemy AsyncSession) takes `$1` parameters: the statement is rewritten
-  once per text, with the same values in positional order.
+- Flask-SQLAlchemy's `db.session` and other `scoped_session`s (and `async_scoped_session`) are
+  registries of sessions: calling one gives this thread's (or task's) Session, which is used as above;
+- asyncpg (bare, from a pool, or under an SQLAlchemy AsyncSession) takes `$1` parameters: the
+  statement is rewritten once per text, with the same values in positional order.
 
 SQLAlchemy, Django and psycopg2 are optional: their classes are looked up in sys.modules only, so
 skiplock never imports them. An object of a library that was never imported cannot be one of its
@@ -27,11 +29,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
-ACCEPTED_SYNC = ("a psycopg 3 Connection, a psycopg2 connection, an SQLAlchemy Connection or Session "
-                 "(or a scoped_session; psycopg or psycopg2 driver), or a Django PostgreSQL connection "
-                 "(django.db.connection or connections[alias])")
-ACCEPTED_ASYNC = ("a psycopg AsyncConnection, or an SQLAlchemy AsyncConnection or AsyncSession "
-                  "(or an async_scoped_session; asyncpg or psycopg driver)")
+ACCEPTED_SYNC = ("a psycopg 3 Connection, a psycopg2 connection, an SQLAlchemy Connection, Session or "
+                 "scoped_session such as Flask-SQLAlchemy's db.session (psycopg or psycopg2 driver), or a "
+                 "Django PostgreSQL connection (django.db.connection or connections[alias])")
+ACCEPTED_ASYNC = ("a psycopg AsyncConnection, an asyncpg Connection (or a pool's connection), or an SQLAlchemy "
+                  "AsyncConnection, AsyncSession or async_scoped_session (asyncpg or psycopg driver)")
 
 
 def _instance_of(obj: object, module: str, name: str) -> bool:
@@ -55,8 +57,8 @@ def sync_connection(obj: object) -> Any:
     if _instance_of(obj, "psycopg2.extensions", "connection"):
         return obj
     if _instance_of(obj, "sqlalchemy.orm", "scoped_session"):
-        # a registry of Sessions (Flask-SQLAlchemy's db.session is one): calling it gives the
-        # current scope's Session, the one the caller's own writes go through
+        # Flask-SQLAlchemy's db.session: calling the registry gives the Session the request's
+        # writes went through, so our statement joins their transaction
         obj = obj()  # type: ignore[operator]
     if _instance_of(obj, "sqlalchemy.orm", "Session"):
         return _sqlalchemy_sync(obj.connection(), obj)  # type: ignore[attr-defined]
@@ -105,8 +107,12 @@ async def async_connection(obj: object) -> Any:
     """psycopg AsyncConnection or asyncpg Connection of `obj`'s current transaction, or TypeError."""
     if isinstance(obj, psycopg.AsyncConnection):
         return obj
+    if _instance_of(obj, "asyncpg", "Connection") or _instance_of(obj, "asyncpg.pool", "PoolConnectionProxy"):
+        # the caller's own asyncpg connection: inside its `async with conn.transaction():` our
+        # statement is part of that transaction; outside one it autocommits, like asyncpg itself
+        return obj
     if _instance_of(obj, "sqlalchemy.ext.asyncio", "async_scoped_session"):
-        obj = obj()  # type: ignore[operator]  # the current scope's AsyncSession, as for scoped_session
+        obj = obj()  # type: ignore[operator]  # this task's AsyncSession, as for scoped_session above
     if _instance_of(obj, "sqlalchemy.ext.asyncio", "AsyncSession"):
         return await _sqlalchemy_async(await obj.connection(), obj)  # type: ignore[attr-defined]
     if _instance_of(obj, "sqlalchemy.ext.asyncio", "AsyncConnection"):

@@ -1,10 +1,10 @@
 """Enqueue from asyncio code without blocking the event loop.
 
 The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
-`conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an SQLAlchemy
-AsyncConnection or AsyncSession: see skiplock.adapters). Without it, an async pool of autocommit
-connections is built from DATABASE_URL on first use, one per event loop (a psycopg async pool
-belongs to the loop it was opened on).
+`conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an asyncpg Connection,
+an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.adapters). Without
+it, an async pool of autocommit connections is built from DATABASE_URL on first use, one per event
+loop (a psycopg async pool belongs to the loop it was opened on).
 """
 
 from __future__ import annotations
@@ -19,11 +19,19 @@ import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from skiplock import adapters
-from skiplock.core import links, queries, tracing
+from skiplock.core import links, queries, task_defaults, tracing
 from skiplock.core.config import load_settings, validate_database_url
 from skiplock.core.db import connect_kwargs
 from skiplock.core.errors import EnqueueError
-from skiplock.core.producer import _any_linked, _many_params, _many_specs, _one_job_statement, linked_specs
+from skiplock.core.producer import (
+    _any_linked,
+    _many_params,
+    _many_specs,
+    _one_job_statement,
+    linked_specs,
+    queues_of,
+    unregistered_queues,
+)
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -57,6 +65,21 @@ async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[A
         return await adapters.run_async(conn, sql, params)
     async with (await default_async_pool()).connection() as pooled:
         return await adapters.run_async(pooled, sql, params)
+
+
+async def _refresh_task_defaults(conn: Any, queues: Iterable[Any]) -> None:
+    """refresh_task_defaults (skiplock.core.producer) for asyncio: the @task options of queues this
+    process has no handler for, read from the workers' task_defaults rows at most once a minute."""
+    missing = unregistered_queues(queues)
+    if not missing:
+        return
+    if conn is None:
+        async with (await default_async_pool()).connection() as pooled:
+            await _refresh_task_defaults(pooled, missing)
+        return
+    present = await adapters.run_async(conn, task_defaults.TABLE_EXISTS, {})
+    rows = await adapters.run_async(conn, task_defaults.LOOKUP, {"queues": missing}) if present[0][0] else []
+    task_defaults.remember(missing, rows)
 
 
 # Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
@@ -96,6 +119,7 @@ async def enqueue_async(
     (on_conflict, lock_key, tenant, version, depends_on and on_dependency_failure as for `enqueue`)."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
+    await _refresh_task_defaults(conn, [queue])
     if depends_on is not None or on_dependency_failure != "dead":
         if on_conflict != "ignore":
             raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
@@ -126,6 +150,7 @@ async def enqueue_many_async(
     if conn is not None:
         await adapters.async_connection(conn)
     jobs = list(jobs)
+    await _refresh_task_defaults(conn, queues_of(jobs))
     if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
         specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
                                                   on_dependency_failure=on_dependency_failure)

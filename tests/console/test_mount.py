@@ -115,3 +115,48 @@ def test_mount_borrows_the_hosts_pool(db_url: str) -> None:
             assert conn.autocommit is False  # handed back as it was lent
     finally:
         pool.close()
+
+
+# ---- /metrics for a scraper (issue 35, defect 7) -------------------------------------------------
+
+SCRAPE_TOKEN = "scrape-token-0123456789"
+
+
+def _mounted(db_url: str, **options: Any) -> tuple[Flask, Flask]:
+    app = Flask("scraped_host")
+    app.secret_key = "host-secret"
+    console = mount(app, PREFIX, authorize=lambda request: None, database_url=db_url, **options)
+    return app, console
+
+
+def test_a_scraper_reads_metrics_with_the_mounts_token(db_url: str) -> None:
+    app, console = _mounted(db_url, metrics_token=SCRAPE_TOKEN)
+    try:
+        scraper = app.test_client()
+        answer = scraper.get(f"{PREFIX}/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        assert "skiplock_up 1.0" in answer.get_data(as_text=True)
+        # a wrong token, or none, is asked of the host's authorize hook, which refuses strangers
+        assert scraper.get(f"{PREFIX}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert scraper.get(f"{PREFIX}/metrics").status_code == 403
+        # the token opens /metrics only
+        assert scraper.get(f"{PREFIX}/", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"}).status_code == 403
+    finally:
+        close_app(console)
+
+
+def test_public_metrics_under_a_mount(db_url: str) -> None:
+    app, console = _mounted(db_url, metrics_public=True)
+    try:
+        answer = app.test_client().get(f"{PREFIX}/metrics")
+        assert answer.status_code == 200 and "skiplock_up 1.0" in answer.get_data(as_text=True)
+        assert app.test_client().get(f"{PREFIX}/dead/").status_code == 403
+    finally:
+        close_app(console)
+
+
+def test_metrics_options_that_cannot_work_are_refused(db_url: str) -> None:
+    with pytest.raises(ConfigError, match="at least 16"):
+        _mounted(db_url, metrics_token="short")
+    with pytest.raises(ConfigError, match="not both"):
+        _mounted(db_url, metrics_token=SCRAPE_TOKEN, metrics_public=True)

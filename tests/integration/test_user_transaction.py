@@ -89,6 +89,25 @@ def sqlalchemy_connection(url: str, driver: str) -> Opened:
         engine.dispose()
 
 
+@contextlib.contextmanager
+def flask_sqlalchemy_session(url: str) -> Opened:
+    """Flask-SQLAlchemy's `db.session`: a scoped_session, what a Flask view holds (issue 35, defect 1)."""
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+    from sqlalchemy import text
+
+    app = Flask(__name__)
+    app.config["SQLALCHEMY_DATABASE_URI"] = sqlalchemy_url(url, "psycopg")
+    db = SQLAlchemy(app)
+    with app.app_context():
+        try:
+            db.session.execute(text("SELECT 1"))
+            yield db.session, _ends(db.session.commit, db.session.rollback)
+        finally:
+            db.session.remove()
+            db.engine.dispose()
+
+
 def _django_setup() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.support.django_settings")
     import django
@@ -120,6 +139,7 @@ SYNC_KINDS: dict[str, Callable[[str], contextlib.AbstractContextManager[tuple[An
     "sqlalchemy-session-psycopg3": lambda url: sqlalchemy_session(url, "psycopg"),
     "sqlalchemy-connection-psycopg3": lambda url: sqlalchemy_connection(url, "psycopg"),
     "sqlalchemy-connection-psycopg2": lambda url: sqlalchemy_connection(url, "psycopg2"),
+    "flask-sqlalchemy-db-session": flask_sqlalchemy_session,
     "django-connection": lambda url: django_conn(url, proxy=True),
     "django-connections-alias": lambda url: django_conn(url, proxy=False),
 }
@@ -213,11 +233,11 @@ class NotAConnection:
 @pytest.mark.parametrize("bad", [NotAConnection(), "postgresql://x", None.__class__])
 def test_unsupported_conn_is_a_clear_type_error(bad: object, conn: psycopg.Connection) -> None:
     with pytest.raises(TypeError, match=r"conn= must be a psycopg 3 Connection, a psycopg2 connection, "
-                                        r"an SQLAlchemy Connection or Session .* Django"):
+                                        r"an SQLAlchemy Connection, Session or scoped_session .* Django"):
         enqueue("tx_bad", {"a": 1}, conn=bad)
     with pytest.raises(TypeError, match="conn= must be"):
         enqueue_many([("tx_bad", {"a": 1})], conn=bad)
-    with pytest.raises(TypeError, match=r"conn= must be a psycopg AsyncConnection, or an SQLAlchemy"):
+    with pytest.raises(TypeError, match=r"conn= must be a psycopg AsyncConnection, an asyncpg Connection"):
         asyncio.run(enqueue_async("tx_bad", {"a": 1}, conn=bad))
     assert _jobs(conn, "tx_bad") == 0
 
@@ -240,14 +260,40 @@ async def async_kind(url: str, kind: str):
         async with await psycopg.AsyncConnection.connect(url) as aconn:
             yield aconn, aconn.commit, aconn.rollback
         return
+    if kind.startswith("asyncpg-"):  # a bare asyncpg connection, or one from an asyncpg pool (issue 35, defect 5)
+        import asyncpg
+
+        info = psycopg.conninfo.conninfo_to_dict(url)
+        params = {"host": info.get("host"), "port": int(info.get("port") or 5432), "user": info.get("user"),
+                  "password": info.get("password"), "database": info.get("dbname")}
+        async with contextlib.AsyncExitStack() as stack:
+            if kind == "asyncpg-pool-connection":
+                pool = await stack.enter_async_context(asyncpg.create_pool(min_size=1, max_size=1, **params))
+                apg = await stack.enter_async_context(pool.acquire())
+            else:
+                apg = await asyncpg.connect(**params)
+                stack.push_async_callback(apg.close)
+            transaction = apg.transaction()
+            await transaction.start()
+            await apg.execute("SELECT 1")  # the caller's own work comes first, as in an app
+            yield apg, transaction.commit, transaction.rollback
+        return
     from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+    from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session, async_sessionmaker, create_async_engine
 
     driver = {"sqlalchemy-asyncsession-asyncpg": "asyncpg", "sqlalchemy-asyncsession-psycopg": "psycopg",
-              "sqlalchemy-asyncconnection-asyncpg": "asyncpg"}[kind]
+              "sqlalchemy-asyncconnection-asyncpg": "asyncpg",
+              "sqlalchemy-async-scoped-session-asyncpg": "asyncpg"}[kind]
     engine = create_async_engine(sqlalchemy_url(url, driver))
     try:
-        if "asyncconnection" in kind:
+        if "scoped" in kind:  # what FastAPI apps often hold: one AsyncSession per task (issue 35, defect 1)
+            scoped = async_scoped_session(async_sessionmaker(engine), scopefunc=asyncio.current_task)
+            try:
+                await scoped.execute(text("SELECT 1"))
+                yield scoped, scoped.commit, scoped.rollback
+            finally:
+                await scoped.remove()
+        elif "asyncconnection" in kind:
             async with engine.connect() as sa_conn:
                 yield sa_conn, sa_conn.commit, sa_conn.rollback
         else:
@@ -259,7 +305,8 @@ async def async_kind(url: str, kind: str):
 
 
 ASYNC_KINDS = ["psycopg3-async", "sqlalchemy-asyncsession-asyncpg", "sqlalchemy-asyncsession-psycopg",
-               "sqlalchemy-asyncconnection-asyncpg"]
+               "sqlalchemy-asyncconnection-asyncpg", "sqlalchemy-async-scoped-session-asyncpg", "asyncpg-connection",
+               "asyncpg-pool-connection"]
 
 
 @pytest.mark.parametrize("kind", ASYNC_KINDS)

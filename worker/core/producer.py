@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock import adapters
-from skiplock.core import links, queries, tracing
+from skiplock.core import links, queries, task_defaults, tracing
 from skiplock.core.config import Settings, load_settings
 from skiplock.core.db import make_pool
 from skiplock.core.errors import EnqueueError
@@ -203,7 +203,8 @@ def _key_text(name: str, value: object) -> str | None:
 
 def _flow_fields(queue: object, payload: Any, lock_key: object, tenant: object,
                  version: object) -> tuple[str | None, str | None, int]:
-    """lock_key, tenant and version for a job: given ones validated, the rest from its @task."""
+    """lock_key, tenant and version for a job: given ones validated, the rest from its @task (or, for a
+    producer without the task, from the row its workers keep: worker/core/task_defaults.py)."""
     registered = REGISTRY.get(queue) if isinstance(queue, str) else None
     if lock_key is None and registered is not None and registered.lock_key is not None:
         derive = registered.lock_key
@@ -211,8 +212,15 @@ def _flow_fields(queue: object, payload: Any, lock_key: object, tenant: object,
             lock_key = derive(payload) if callable(derive) else derive
         except Exception as exc:  # the user's function: say whose it is
             raise EnqueueError(f"@task({queue!r}) lock_key function failed: {type(exc).__name__}: {exc}") from None
+    remote = task_defaults.known(queue) if registered is None else None
+    if remote is not None and lock_key is None:
+        if remote.lock_key_computed:
+            # enqueueing without the lock would silently break the task's one-at-a-time promise
+            raise EnqueueError(f"@task({queue!r}) computes lock_key from the payload, and this process has not "
+                               "imported that task: import its module here, or pass lock_key= to enqueue")
+        lock_key = remote.lock_key
     if version is None:
-        version = registered.version if registered is not None else 1
+        version = registered.version if registered is not None else (remote.version if remote is not None else 1)
     return (_key_text("lock_key", lock_key), _key_text("tenant", tenant),
             _validate_int("version", version, minimum=1))
 
@@ -328,11 +336,14 @@ def enqueue(
     `job.parent_states`). Not with `unique_key`. See the workflows guide.
 
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
-    with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or
-    Session, or a Django connection (see skiplock.adapters). Without it, a pooled autocommit
+    with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection,
+    Session or scoped_session (Flask-SQLAlchemy's db.session), or a Django connection (see
+    skiplock.adapters). Without it, a pooled autocommit
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
+    if REGISTRY.get(queue) is None:  # a producer without the task: its workers' options (task_defaults.py)
+        refresh_task_defaults(raw, [queue])
     if depends_on is not None or on_dependency_failure != "dead":
         specs, parents, policies = linked_specs([{
             "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
@@ -394,8 +405,9 @@ def enqueue_many(
     every item; an item's own `depends_on` / `on_dependency_failure` keys add to / override them.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
+    jobs = jobs if isinstance(jobs, list) else list(jobs)
+    refresh_task_defaults(raw, queues_of(jobs))
     if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
-        jobs = list(jobs) if not isinstance(jobs, list) else jobs
         specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
                                                   on_dependency_failure=on_dependency_failure)
         return links.insert_linked(raw, specs_l, parents, policies) if specs_l else []
@@ -452,11 +464,63 @@ def _copy_allowed(conn: Any) -> bool:
 
 
 def _default_attempts(queue: Any, settings: Settings) -> int:
-    """max_attempts when enqueue names none: the queue's @task(max_attempts=...), else the setting."""
+    """max_attempts when enqueue names none: the queue's @task(max_attempts=...) (from the workers' row
+    when this process lacks the task), else the setting."""
     registered = REGISTRY.get(queue) if isinstance(queue, str) else None
-    if registered is not None and registered.max_attempts is not None:
-        return int(registered.max_attempts)
+    if registered is not None:
+        if registered.max_attempts is not None:
+            return int(registered.max_attempts)
+        return settings.default_max_attempts
+    remote = task_defaults.known(queue)
+    if remote is not None and remote.max_attempts is not None:
+        return int(remote.max_attempts)
     return settings.default_max_attempts
+
+
+def unregistered_queues(queues: Iterable[Any]) -> list[str]:
+    """Valid queue names without a handler in this process whose task_defaults row is not fresh: they
+    need a lookup. An invalid name is left to the validation, which says what is wrong with it."""
+    return task_defaults.stale(q for q in queues if isinstance(q, str) and REGISTRY.get(q) is None and _valid(q))
+
+
+def _valid(queue: str) -> bool:
+    try:
+        _validate_queue(queue)
+    except EnqueueError:
+        return False
+    return True
+
+
+def queues_of(jobs: list[Mapping[str, Any] | tuple[str, Any]]) -> set[Any]:
+    """The queue names an enqueue_many call names (a malformed item is left to the validation)."""
+    names: set[Any] = set()
+    for item in jobs:
+        try:
+            # exact types first: isinstance(item, Mapping) is an ABC check, ~5x the cost per item
+            names.add(item[0] if type(item) is tuple else item["queue"] if type(item) is dict
+                      else item.get("queue") if isinstance(item, Mapping) else item[0])
+        except (TypeError, IndexError, KeyError):
+            continue
+    return names
+
+
+def refresh_task_defaults(conn: Any, queues: Iterable[Any]) -> None:
+    """Read the task_defaults rows of `queues` this process lacks the task of, on `conn` or the pool."""
+    missing = unregistered_queues(queues)
+    if not missing:
+        return
+    if conn is None:
+        with default_pool().connection() as pooled:
+            refresh_task_defaults(pooled, missing)
+        return
+    with adapters.tuple_cursor(conn) as cur:
+        cur.execute(task_defaults.TABLE_EXISTS)
+        present = cur.fetchone()
+        rows: list[Any] = []
+        if present and present[0]:
+            cur.execute(task_defaults.LOOKUP, {"queues": missing})
+            rows = cur.fetchall()
+    task_defaults.remember(missing, rows)
 
 
 def _many_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[JobSpec]:

@@ -45,10 +45,11 @@ class JobContext:
     def complete(self, conn: Any, result: Any = None) -> None:
         """Mark this run's job done inside the transaction of `conn`, with the handler's own writes.
 
-        `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection or Session, or a Django
-        connection. The completion is fenced (this worker, this attempt, still running): if the
-        run lost the job, JobOwnershipLost is raised and the caller's transaction must roll back
-        (a `with conn.transaction()` / `atomic()` / `session.begin()` block does that by itself).
+        `conn`: a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection, Session or scoped_session
+        (Flask-SQLAlchemy's db.session), or a Django connection. The completion is fenced (this worker,
+        this attempt, still running): if the run lost the job, JobOwnershipLost is raised and the
+        caller's transaction must roll back (a `with conn.transaction()` / `atomic()` /
+        `session.begin()` block does that by itself).
         Commit right after: until then the job's row and its job_stats row stay locked.
         """
         from skiplock import adapters
@@ -60,7 +61,8 @@ class JobContext:
         self._check(adapters.run_sync(conn, sql, params))
 
     async def complete_async(self, conn: Any, result: Any = None) -> None:
-        """complete() for a psycopg AsyncConnection or an SQLAlchemy AsyncConnection/AsyncSession."""
+        """complete() for a psycopg AsyncConnection, an asyncpg Connection, or an SQLAlchemy
+        AsyncConnection/AsyncSession/async_scoped_session."""
         from skiplock import adapters
         from skiplock.core import core
 
@@ -247,12 +249,7 @@ def task(
         raise ConfigError(f"@task({queue!r}): lock_key must be a non-empty string or a function of the payload")
 
     def decorate(func: Callable[..., Any]) -> typed.TaskHandle:
-        params = inspect.signature(func).parameters
-        wants_job = "job" in params
-        positional = [p for p in params.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
-        if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params.values()):
-            raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
+        wants_job = _check_signature(func)
         # a dataclass/pydantic payload is built before the call (worker/typed.py); else `func` itself
         REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options),
                           is_async=inspect.iscoroutinefunction(func), version=version, upgrade=upgrades,
@@ -265,6 +262,36 @@ def task(
         return typed.TaskHandle(queue, func)  # callable like `func`, plus .enqueue/.enqueue_many
 
     return decorate
+
+
+def _check_signature(func: Callable[..., Any]) -> bool:
+    """Refuse a handler the worker could not call; return whether it takes `job`.
+
+    The worker calls `func(payload)`, or `func(payload, job=context)` when it declares `job`. Any other
+    required parameter (`def h(payload, ctx)`) would fail every run with a TypeError, so it is refused
+    here, when the module is imported, and not when the first job runs. Both the signature a decorator
+    reports (functools.wraps) and the wrapper's own must accept that call.
+    """
+    try:
+        shown = inspect.signature(func)
+        own = inspect.signature(func, follow_wrapped=False)
+    except (TypeError, ValueError):  # a callable without a readable signature: checked when it runs
+        return False
+    wants_job = "job" in shown.parameters
+    positional = [p for p in shown.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "job"]
+    if not positional and not any(p.kind == p.VAR_POSITIONAL for p in shown.parameters.values()):
+        raise ConfigError(f"handler {_qualname(func)} must take the payload as its first argument")
+    call = "(payload, job=context)" if wants_job else "(payload)"
+    for signature in (shown, own):
+        try:
+            signature.bind(None, job=None) if wants_job else signature.bind(None)
+        except TypeError as exc:
+            raise ConfigError(
+                f"handler {_qualname(func)}{signature} cannot be called as {_qualname(func)}{call}: {exc}. "
+                "A handler takes the payload, and may declare a parameter named `job` for the JobContext "
+                "(def handler(payload, job): ...); give any other parameter a default") from None
+    return wants_job
 
 
 def import_task_modules(modules: tuple[str, ...] | list[str]) -> None:

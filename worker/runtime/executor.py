@@ -27,6 +27,7 @@ from skiplock.core.registry import JobContext, Task
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
 from skiplock.runtime.async_pool import AsyncHandlerLoop
+from skiplock.runtime.environment import broken_environment
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.lanes import ASYNC, Lane
 from skiplock.runtime.latency import LatencyRecorder
@@ -36,6 +37,7 @@ from skiplock.runtime.signals import Signals
 log = logging.getLogger("skiplock.worker")
 
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
+ENVIRONMENT_EXIT_CODE = 3  # a handler found the process not set up (2 is a configuration error at start)
 
 
 def first_line(text: str | None) -> str:
@@ -105,6 +107,7 @@ class Executor:
                            batch=settings.ack_batch, interval=settings.ack_interval,
                            history=settings.history, on_written=self.after_ack)
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
+        self.given_back: list[int] = []  # jobs whose handler found the environment broken: released at shutdown
 
     # ---- handing jobs to the handlers ------------------------------------------------------
 
@@ -167,6 +170,8 @@ class Executor:
             context = self._context(job) if task.wants_job else None
             outcome = _call(task, job, payload, context, self.settings.max_result_bytes)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
+            if self._stops_for_environment(job, exc):
+                return
             outcome = self.failure_outcome(job, exc)
         self._record(job, outcome, started, context)
 
@@ -195,8 +200,33 @@ class Executor:
                 raise
             outcome = self.failure_outcome(job, exc)  # the handler's own code raised it
         except BaseException as exc:
+            if self._stops_for_environment(job, exc):
+                return
             outcome = self.failure_outcome(job, exc)
         self._record(job, outcome, started, context)
+
+    def _stops_for_environment(self, job: core.ClaimedJob, exc: BaseException) -> bool:
+        """A handler that failed because this process is not set up (worker/runtime/environment.py):
+        not the job's failure. The job goes back to its queue with its attempt given back (the
+        shutdown releases `given_back`), and the worker stops and exits ENVIRONMENT_EXIT_CODE with the
+        reason, instead of retrying every job for hours."""
+        reason = broken_environment(exc)
+        if reason is None:
+            return False
+        tracing.end_run("queued", reason)
+        log.critical("job %d queue=%s: its handler failed because the worker's environment is broken (%s); "
+                     "stopping this worker, the job goes back to its queue", job.id, job.queue, reason)
+        with self._lock:
+            if self.held.running.pop(job.id, None) is not None:
+                self.lane_of[job.queue].held -= 1
+            self.given_back.append(job.id)
+            if not self.held.running:
+                self.held.idle.notify_all()
+        if self.signals.exit_code == 0:
+            self.signals.exit_code = ENVIRONMENT_EXIT_CODE
+        self.signals.stop.set()  # not Worker.request_stop(): a second broken job must not skip the grace
+        self.signals.wake.set()
+        return True
 
     def failure_outcome(self, job: core.ClaimedJob, exc: BaseException) -> core.Outcome:
         """What a handler's exception means for its job (worker/runtime/outcomes.py); the hooks are told."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import limits, versions
+from skiplock.core import limits, task_defaults, versions
 from skiplock.core.core import ClaimedJob
 from skiplock.core.registry import Task
 
@@ -48,8 +48,10 @@ class WorkerFlow:
         return {queue: task.version for queue, task in self.tasks.items()}
 
     def start(self, conn: psycopg.Connection) -> None:
-        """At worker start: write the limits declared with @task(concurrency=, rate=)."""
+        """At worker start: write the limits declared with @task(concurrency=, rate=), and the options a
+        producer without the task module must write into its jobs (worker/core/task_defaults.py)."""
         limits.apply_task_limits(conn, list(self.tasks.values()))
+        task_defaults.publish(conn, self.tasks.values())
         self.limits.refresh(conn, force=True)
 
     def claim_options(self, conn: psycopg.Connection, queues: Sequence[str], refresh: bool = True) -> dict[str, Any]:

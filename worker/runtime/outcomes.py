@@ -54,6 +54,28 @@ def succeeded(job: core.ClaimedJob, value: Any = None,
     return core.Outcome(job.id, job.queue, job.attempts, "ok", result=text, result_error=refused)
 
 
+# The skiplock functions that call a handler: (module, function). A TypeError whose traceback ends in
+# one of them was raised by the call itself (the arguments did not bind), so the handler's body never ran.
+CALL_SITES = frozenset({("skiplock.runtime.executor", "_call"), ("skiplock.runtime.executor", "_call_async"),
+                        ("skiplock.typed", "run_typed"), ("skiplock.testing", "_run")})
+
+
+def is_call_error(exc: BaseException) -> bool:
+    """True when `exc` says the handler cannot be called with the job at all (not an error inside it).
+
+    @task refuses such signatures at registration; this catches what a signature could not show (a
+    callable without one, a wrapper that misreports it). Every retry would fail the same way, so the
+    job is dead at once. Only failures pay for this walk of the traceback.
+    """
+    if not isinstance(exc, TypeError) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in CALL_SITES
+
+
 def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: float,
                   backoff_cap: float) -> core.Outcome:
     """The outcome of a handler that raised `exc`: dead, discarded (failed) or a retry."""
@@ -62,6 +84,9 @@ def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: flo
         return core.Outcome(job.id, job.queue, job.attempts, "snoozed", delay=exc.seconds)
     if isinstance(exc, PermanentFailure):
         return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
+    if is_call_error(exc):
+        reason = f"handler for queue {job.queue!r} cannot be called with this job: {exc}"
+        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=f"{reason}\n{format_error(exc)}")
     if isinstance(exc, Discard):
         return core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
     delay = exc.seconds if isinstance(exc, RetryAfter) else None

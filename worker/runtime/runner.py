@@ -227,7 +227,7 @@ class Worker:
             self.claimer.run()
         finally:
             self.shutdown.run(self)
-        return 0
+        return self.signals.exit_code  # ENVIRONMENT_EXIT_CODE after a broken environment (executor.py)
 
     def _check_schema(self) -> None:
         """Fail fast with a fix-it message when migrations were never applied to this database."""

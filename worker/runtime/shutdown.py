@@ -88,7 +88,7 @@ class Shutdown:
         if unfinished and self.exit_hard:
             # handler threads still run the released jobs; they must not keep the process alive
             logging.shutdown()
-            os._exit(0)
+            os._exit(self.signals.exit_code)
 
     def release_work(self) -> list[int]:
         """Stop claiming, wait for running handlers within the grace, write the outcomes gathered,
@@ -114,7 +114,7 @@ class Shutdown:
                 log.info("cancelled %d async handler(s) still running after the grace period", cancelled)
         self._drain_acks(timeout=10.0)
         with self._lock:
-            unfinished = [*self.never_started, *self.held.running]
+            unfinished = [*self.never_started, *self.executor.given_back, *self.held.running]
         if unfinished:
             self.release(unfinished)
         return unfinished

@@ -22,3 +22,6 @@ class Signals:
     skip_grace: bool = False  # a second stop request: do not wait for running handlers
     # set by the listener's claim or hand-off: the next handler thread to start a job wakes the claim loop
     wake_on_start: bool = False
+    # what the worker exits with: ENVIRONMENT_EXIT_CODE once a handler found the process not set up
+    # (worker/runtime/environment.py); 0 otherwise
+    exit_code: int = 0

@@ -116,6 +116,11 @@ def _worker(args: argparse.Namespace) -> int:
     url = settings.require_database_url()
     if not settings.tasks:
         raise SkiplockError("no task modules: set SKIPLOCK_TASKS=myapp.tasks or pass --tasks myapp.tasks")
+    from skiplock.runtime.environment import setup_frameworks
+
+    framework = setup_frameworks()  # django.setup() when DJANGO_SETTINGS_MODULE is set: tasks may import models
+    if framework:
+        log.info("set up %s before importing the task modules", framework)
     import_task_modules(settings.tasks)
     from skiplock.core.db import check_database
 
@@ -204,7 +209,7 @@ def _whole(text: str) -> int:
 def _dev_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="embedded PostgreSQL folder (default .skiplock-dev/pg)")
     p.add_argument("--no-demo", action="store_true", help="do not enqueue the demo workload")
-    p.add_argument("--port", type=int, default=None, help="console port (default $PORT or 5000)")
+    p.add_argument("--port", type=int, default=None, help="console port (default $PORT, else 5000, else a free port)")
 
 
 @command("dev", "run everything locally: embedded PostgreSQL if no DATABASE_URL, worker and demo", _dev_args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -19,7 +20,7 @@ from skiplock.core.errors import ConfigError
 from skiplock.core.migrate import apply_migrations
 
 DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
-
+DEFAULT_PORT = 5000  # the console's, when neither --port nor $PORT names one
 
 
 def require_dev_extra() -> None:
@@ -49,9 +50,58 @@ def embedded_database_url(data_dir: Path) -> str:
     return str(server.get_uri())
 
 
+def port_is_free(port: int) -> bool:
+    """True when a server could listen on 127.0.0.1:`port` now (bound as gunicorn binds: SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port the system has free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def console_port(requested: int | None, from_env: str | None) -> int:
+    """The console's port, checked before any URL is printed.
+
+    A port the user chose (--port, or $PORT) that is taken is an error naming --port: printing its URL
+    would point at the other server. The default, 5000, is often taken (macOS's AirPlay receiver,
+    another project's dev server): then a free port is used, and the URL printed says which.
+    """
+    if requested is None and from_env:
+        try:
+            requested = int(from_env)
+        except ValueError:
+            raise ConfigError(f"PORT must be a port number, got {from_env!r}") from None
+    if requested is not None and not 0 <= requested <= 65535:
+        raise ConfigError(f"--port must be between 1 and 65535 (0: any free port), got {requested}")
+    if requested == 0:  # "any free port"
+        return free_port()
+    if requested is not None:
+        if not port_is_free(requested):
+            raise ConfigError(f"port {requested} is already in use (another server is listening there): "
+                              "pass a free one with --port N, e.g. skiplock dev --port 5050")
+        return requested
+    if port_is_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    chosen = free_port()
+    print(f"skiplock dev: port {DEFAULT_PORT} is in use; the console takes port {chosen} "
+          "(choose one with --port N)", flush=True)
+    return chosen
+
+
 def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = None) -> int:
     """Start the dev stack in the foreground; Ctrl-C stops it."""
     require_dev_extra()
+    # before the database and the demo: a taken port is found in a second, not after the start-up
+    chosen_port = console_port(port, os.environ.get("PORT"))
     from honcho.manager import Manager
     from honcho.printer import Printer
 
@@ -72,7 +122,7 @@ def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = N
               "one ends dead)", flush=True)
     env = {**os.environ, "DATABASE_URL": url,
            "SKIPLOCK_TASKS": os.environ.get("SKIPLOCK_TASKS", "skiplock.tools.demo_tasks"),
-           "PORT": str(port or os.environ.get("PORT", "5000")), "PYTHONUNBUFFERED": "1"}
+           "PORT": str(chosen_port), "PYTHONUNBUFFERED": "1"}
     manager = Manager(Printer(SignalSafeOutput(sys.stdout)))
     python = shlex.quote(sys.executable)
     manager.add_process("worker", f"{python} -m skiplock", env=env)
