@@ -23,7 +23,6 @@ import json
 import selectors
 import sys
 import threading
-import time
 from dataclasses import asdict, dataclass
 
 

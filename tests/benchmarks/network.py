@@ -253,6 +253,10 @@ def spread(values: list[float]) -> str:
     return f"{fmt(med)} ({fmt(min(values))}-{fmt(max(values))})"
 
 
+def _values(systems: dict[str, list[dict[str, Any]]], name: str, key: str) -> list[float]:
+    return [r[key] for r in systems.get(name, []) if r.get(key) is not None]
+
+
 def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
     lines = [f"# Network: drain and pickup against RTT ({facts['date']})", "",
              f"Machine: {facts['machine']}; load (uptime) at start: {facts['load_start']}, at end: "
@@ -263,16 +267,16 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
     base = results.get("0", {}).get("skiplock", [])
     base_rate = statistics.median(r["jobs_per_s"] for r in base) if base else None
     for rtt, systems in results.items():
-        def vals(name: str, key: str) -> list[float]:
-            return [r[key] for r in systems.get(name, []) if r.get(key) is not None]
-        sk, pq = vals("skiplock", "jobs_per_s"), vals("pgqueuer-b50", "jobs_per_s")
+        sk, pq = _values(systems, "skiplock", "jobs_per_s"), _values(systems, "pgqueuer-b50", "jobs_per_s")
         ratio = f"{statistics.median(sk) / statistics.median(pq):.1f}" if sk and pq else "-"
         own = f"{statistics.median(sk) / base_rate:.2f}" if sk and base_rate else "-"
-        lines.append(f"| {rtt} | {spread(vals('skiplock', 'rtt_ms'))} | {spread(sk)} | "
-                     f"{spread(vals('skiplock', 'round_trips_per_job'))} | {spread(pq)} | "
-                     f"{spread(vals('pgqueuer-b50', 'round_trips_per_job'))} | {spread(vals('celery-redis', 'jobs_per_s'))} | "
-                     f"{spread(vals('celery-redis', 'round_trips_per_job'))} | {ratio} | {own} | "
-                     f"{spread(vals('skiplock pickup', 'p50_ms'))} |")
+        cells = [spread(_values(systems, "skiplock", "rtt_ms")), spread(sk),
+                 spread(_values(systems, "skiplock", "round_trips_per_job")), spread(pq),
+                 spread(_values(systems, "pgqueuer-b50", "round_trips_per_job")),
+                 spread(_values(systems, "celery-redis", "jobs_per_s")),
+                 spread(_values(systems, "celery-redis", "round_trips_per_job")), ratio, own,
+                 spread(_values(systems, "skiplock pickup", "p50_ms"))]
+        lines.append(f"| {rtt} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
