@@ -242,7 +242,7 @@ def _load_plugin_commands() -> None:
     import importlib
 
     for module in ("skiplock.tools.web_cli", "skiplock.tools.recurring_cli", "skiplock.tools.doctor_cli",
-                   "skiplock.tools.bench", "skiplock.tools.cancel_cli"):
+                   "skiplock.tools.bench", "skiplock.tools.cancel_cli", "skiplock.tools.capacity_cli"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
