@@ -33,7 +33,8 @@ def main() -> int:
 
         def drained() -> bool:
             pipe = direct.pipeline(transaction=False)
-            pipe.llen(celery_peer.QUEUE).hlen("unacked")
+            pipe.llen(celery_peer.QUEUE)
+            pipe.hlen("unacked")
             queued, unacked = pipe.execute()
             return bool(queued == 0 and unacked == 0)
         celery_peer.wait_until(drained, max(120.0, jobs / 20), "Celery to drain", interval=0.005)

@@ -17,6 +17,7 @@ import sys
 import time
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from skiplock import enqueue
 
@@ -27,7 +28,8 @@ NETWORK_SAFE = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5
 
 def main() -> int:
     queue, tag, jobs, pause_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    conn = psycopg.connect(os.environ["DATABASE_URL"], application_name="rig-producer", **NETWORK_SAFE)
+    conninfo = make_conninfo(os.environ["DATABASE_URL"], application_name="rig-producer", **NETWORK_SAFE)
+    conn = psycopg.connect(conninfo)
     started = 0.0
     try:
         with conn.transaction():
