@@ -92,9 +92,13 @@ def test_littles_law_sizes_the_workers():
 
 
 def test_capacity_command_prints_json(db_url):
+    from skiplock import enqueue_many
+
+    enqueue_many([("t3", {}) for _ in range(50)])  # a backlog with nobody on it: one worker to start
     out = subprocess.run([sys.executable, "-m", "skiplock.tools.cli", "capacity", "--seconds", "0.2", "--json",
                           "--target-rate", "100"], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env={"DATABASE_URL": db_url, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
     assert figures["measured"]["jobs"] == 0 and figures["projection"]["target_rate"] == 100
+    assert figures["desired_workers"] == {"t3": 1}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager as ContextManager
@@ -22,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from skiplock.core.status import LIVE_WORKER_SECONDS
+from skiplock.monitor.autoscale import Damper, queue_loads
 
 log = logging.getLogger("skiplock.metrics")
 
@@ -191,6 +193,9 @@ class SkiplockCollector(Collector):
                  count_cap: int = COUNT_CAP) -> None:
         self.connection = connection
         self.count_cap = count_cap
+        # skiplock_desired_workers is damped across scrapes (up at once, down after a hold)
+        self.damper = Damper()
+        self._damper_lock = threading.Lock()
 
     def describe(self) -> list[Metric]:
         # no samples at registration time: describing must not touch the database
@@ -220,12 +225,14 @@ class SkiplockCollector(Collector):
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {SCRAPE_TIMEOUT_MS}")
-            yield from self._queue_metrics(conn)
+            ready: dict[str, int] = {}  # filled by _queue_metrics, read by the autoscaling gauge
+            yield from self._queue_metrics(conn, ready)
             yield from self._stat_metrics(conn)
             yield from self._worker_metrics(conn)
             yield from self._limit_metrics(conn)
+            yield from self._autoscale_metrics(conn, ready)
 
-    def _queue_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
+    def _queue_metrics(self, conn: psycopg.Connection, ready_seen: dict[str, int]) -> Iterator[Metric]:
         queued_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "queued"})]
         dead_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "dead"})]
         running = {q: int(n) for q, n in conn.execute(RUNNING_COUNTS)}
@@ -245,6 +252,7 @@ class SkiplockCollector(Collector):
         for queue in queues:
             ready, scheduled, is_exact = (queue_counts(conn, queue, self.count_cap)
                                           if queue in queued_queues else (0, 0, True))
+            ready_seen[queue] = ready
             dead = dead_count(conn, queue, self.count_cap) if queue in dead_queues else 0
             for state, value in (("ready", ready), ("scheduled", scheduled),
                                  ("running", running.get(queue, 0)), ("dead", dead)):
@@ -273,6 +281,20 @@ class SkiplockCollector(Collector):
             for name, value in zip(names, values, strict=True):
                 minute.add_metric([queue, name], float(value))
         yield from (*totals.values(), reaped, minute)
+
+    def _autoscale_metrics(self, conn: psycopg.Connection, ready: dict[str, int]) -> Iterator[Metric]:
+        desired = GaugeMetricFamily("skiplock_desired_workers",
+                                    "Worker processes the queue needs now: Little's law on its arrival rate and "
+                                    "handler time, plus its backlog within 10 s; damped", labels=["queue"])
+        arrival = GaugeMetricFamily("skiplock_queue_arrival_rate",
+                                    "Jobs/s finished over the last 1-2 minutes (the arrival rate of a queue that "
+                                    "keeps up)", labels=["queue"])
+        now = time.monotonic()
+        for load in queue_loads(conn, ready):
+            with self._damper_lock:
+                desired.add_metric([load.queue], float(self.damper.update(load.queue, load.desired, now)))
+            arrival.add_metric([load.queue], load.arrival)
+        yield from (desired, arrival)
 
     def _limit_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
         from skiplock.core.limits import list_limits

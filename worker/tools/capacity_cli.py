@@ -31,12 +31,19 @@ def _local(url: str) -> bool:
          _capacity_args)
 def _capacity(args: argparse.Namespace) -> int:
     from skiplock.core.db import connect
+    from skiplock.monitor.autoscale import queue_loads
     from skiplock.monitor.capacity import format_report, measure, project, report
 
     url = load_settings().require_database_url()
     cores = args.db_cores or (float(os.cpu_count() or 1) if _local(url) else None)
     with connect(url, "skiplock-capacity") as conn:
         measured = measure(conn, args.seconds)
+        loads = queue_loads(conn)  # the same sizing as /metrics' skiplock_desired_workers, undamped
     projected = project(measured, db_cores=cores, target_rate=args.target_rate, concurrency=args.concurrency)
-    print(json.dumps(report(measured, projected), indent=2) if args.json else format_report(measured, projected))
+    desired = {load.queue: load.desired for load in loads}
+    if args.json:
+        print(json.dumps({**report(measured, projected), "desired_workers": desired}, indent=2))
+    else:
+        print(format_report(measured, projected))
+        print("desired workers now: " + (", ".join(f"{q} {n}" for q, n in desired.items()) or "none (idle)"))
     return 0
