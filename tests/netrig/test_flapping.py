@@ -7,7 +7,7 @@ h1's log must stay readable: one line per failure, no traceback per retry.
 CI runs 21 s of flapping. The full minute of the issue is the same test with the environment
 variable set (its last result is in tests/benchmarks/results/netrig.md):
 
-    SKIPLOCK_RIG_FLAP_SECONDS=60 python -m pytest tests/netrig/test_flapping.py -q -s
+    RIG_FLAP_SECONDS=60 python -m pytest tests/netrig/test_flapping.py -q -s
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.helpers import scalar, wait_for
 
-FLAP_SECONDS = float(os.environ.get("SKIPLOCK_RIG_FLAP_SECONDS", "21"))
+FLAP_SECONDS = float(os.environ.get("RIG_FLAP_SECONDS", "21"))
 DOWN_S, UP_S = 4.0, 3.0
 RATE = 40  # jobs enqueued per second, over loopback
 
