@@ -110,6 +110,8 @@ def audit(action: str, count: int, conn: psycopg.Connection | None = None, **det
 
     Pass the connection the action ran on, inside `conn.transaction()`: the trail row then commits
     with the action or not at all. Without one, the row is written on its own."""
+    if current_app.config.get("DATABASE_NAME"):  # one console over several databases: say which
+        detail.setdefault("database", current_app.config["DATABASE_NAME"])
     extras = " ".join(f"{k}={v!r}" for k, v in sorted(detail.items()) if v not in (None, "", []))
     audit_log.info("operator %s (%s) %s: %d job(s) %s", g.get("user"), g.get("role"), action, count, extras)
     row = {k: v for k, v in detail.items() if v not in (None, "", [])}

@@ -19,6 +19,8 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-xact-age", type=float, default=MAX_XACT_AGE,
                    help=f"seconds after which an open transaction fails the check (default {MAX_XACT_AGE:g})")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--all", action="store_true",
+                   help="check every database of SKIPLOCK_DATABASES (name=url,...), one section each")
 
 
 @command("doctor", "check the queue's health and say what to do (exit 1 if a check fails)", _doctor_args)
@@ -26,6 +28,10 @@ def _doctor(args: argparse.Namespace) -> int:
     from skiplock.core.db import connect
 
     settings = load_settings()
+    if args.all:
+        from skiplock.tools.doctor_all import doctor_all
+
+        return doctor_all(settings, args.max_xact_age, as_json=args.json)
     with connect(settings.require_database_url(), "skiplock-doctor") as conn:
         checks = run_checks(conn, settings, args.max_xact_age)
     if args.json:

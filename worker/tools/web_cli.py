@@ -24,7 +24,12 @@ def _web(args: argparse.Namespace) -> int:
     from skiplock.webapp import create_app
 
     configure_logging()
-    app = create_app()  # raises ConfigError (one clear line, exit 2) without credentials
+    if os.environ.get("SKIPLOCK_DATABASES", "").strip():  # one console over several databases
+        from skiplock.webapp.databases import create_multi_app
+
+        app = create_multi_app()
+    else:
+        app = create_app()  # raises ConfigError (one clear line, exit 2) without credentials
     port = args.port or int(os.environ.get("PORT", "5000"))
     print(f"skiplock web: console on http://{args.host}:{port}/", flush=True)
     app.run(host=args.host, port=port, debug=args.debug, use_reloader=args.debug)
