@@ -42,7 +42,7 @@ from tests.benchmarks.compare import _pgq_bulk, _pgq_install, peer_procs, stop, 
 from tests.pgcluster import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-SIZES = {"skiplock": 20_000, "pgqueuer": 10_000, "celery": 3_000, "pickup": 100}
+SIZES = {"skiplock": 20_000, "pgqueuer": 10_000, "celery": 1_000, "pickup": 100}
 
 
 class Proxy:
