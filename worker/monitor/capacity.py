@@ -20,19 +20,19 @@ processes a target rate needs (Little's law: busy slots = rate x service time). 
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
 
-# Which of skiplock's statements a pg_stat_statements row is, from markers in their SQL text
-# (worker/core/queries.py). Checked in order; the first kind whose markers all appear wins.
-KINDS: list[tuple[str, tuple[str, ...]]] = [
-    ("claim", ("for update skip locked", "skiplock_limit_allowances")),
-    ("ack", ("errored as", "insert into job_stats")),
-    ("enqueue", ("insert into jobs ",)),
-    ("enqueue", ("copy jobs ",)),
+# Which of skiplock's statements a pg_stat_statements row is, from its SQL text (the statements of
+# worker/core/queries.py), checked in order on the lowercased text with whitespace collapsed.
+KINDS: list[tuple[str, re.Pattern[str]]] = [
+    ("claim", re.compile(r"\bskiplock_limit_allowances\b.*\bfor update skip locked\b")),
+    ("ack", re.compile(r"^with.*\berrored as\b.*\binsert\s+into\s+job_stats\b")),
+    ("enqueue", re.compile(r"^(insert\s+into|copy)\s+jobs\b")),
 ]
 # The rest of skiplock's writes (heartbeats, reaper, waiters, the worker row, its histograms) are
 # "other"; read-only SELECTs are not: the console's and monitoring's reads are no job's cost.
@@ -78,8 +78,8 @@ class Snapshot:
 
 def _kind(query: str) -> str | None:
     text = " ".join(query.lower().split())
-    for kind, markers in KINDS:
-        if all(m in text for m in markers):
+    for kind, pattern in KINDS:
+        if pattern.search(text):
             return kind
     words = set(text.replace("(", " ").replace(",", " ").split())
     if text.split(" ", 1)[0] in WRITE_VERBS and words & set(OTHER_TABLES):
