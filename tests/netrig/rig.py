@@ -22,8 +22,10 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PREFIX = "skl"  # every interface and namespace of a rig starts with this, then a 4-hex tag
+OWNERS = Path("/run/skiplock-netrig")  # <tag>: the pid of the process that built that rig
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -50,6 +52,32 @@ def _used_subnets() -> set[int]:
     return {int(m) for m in re.findall(r"inet 10\.213\.(\d+)\.", text)}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans() -> None:
+    """Delete the rigs left by test runs that died without cleaning up (their builder is gone)."""
+    if not OWNERS.is_dir():
+        return
+    for owner in OWNERS.iterdir():
+        try:
+            pid = int(owner.read_text().strip() or "0")
+        except (OSError, ValueError):
+            pid = 0
+        if pid and _alive(pid):
+            continue
+        tag = owner.name
+        hosts = sorted({m for m in re.findall(rf"{PREFIX}{tag}(h\d+)", _ip("netns", "list").stdout)})
+        NetRig(tag=tag, octet=0, hosts=hosts).destroy()
+
+
 @dataclass
 class NetRig:
     """Namespaces h1..hN on a bridge; see the module docstring."""
@@ -62,9 +90,12 @@ class NetRig:
     @classmethod
     def create(cls, hosts: int) -> NetRig:
         """Build a bridge and `hosts` namespaces (h1..hN), each with its address and loopback up."""
+        _remove_orphans()
         used = _used_subnets()
         octet = next(x for x in range(100 + os.getpid() % 100, 256) if x not in used)
         rig = cls(tag=secrets.token_hex(2), octet=octet, hosts=[f"h{i}" for i in range(1, hosts + 1)])
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        (OWNERS / rig.tag).write_text(str(os.getpid()))
         try:
             rig._build()
         except BaseException:
@@ -116,6 +147,7 @@ class NetRig:
             _ip("link", "del", self._outer(host), check=False)
             _ip("netns", "del", self.namespace(host), check=False)
         _ip("link", "del", self._bridge, check=False)
+        (OWNERS / self.tag).unlink(missing_ok=True)
 
     # ---- building -----------------------------------------------------------------------------
 
