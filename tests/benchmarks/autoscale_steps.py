@@ -29,7 +29,7 @@ from skiplock.monitor.autoscale import OCCUPANCY
 from skiplock.monitor.metrics import SkiplockCollector, connection_from_url, render
 from skiplock.tools.bench import stop_processes
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
-from tests.pgcluster import ThrowawayCluster
+from tests.support.pgcluster import ThrowawayCluster
 
 PROCESSES, SLOTS, HANDLER_S = 3, 2, 0.2
 STEPS = [("idle", 2.0), ("10x", 20.0), ("idle again", 2.0)]

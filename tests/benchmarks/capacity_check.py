@@ -30,7 +30,7 @@ import psycopg
 from skiplock.monitor.capacity import costs, project, snapshot
 from skiplock.tools.bench import stop_processes, wait_until
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
-from tests.pgcluster import ThrowawayCluster
+from tests.support.pgcluster import ThrowawayCluster
 
 SHORT, FULL = 2_000, 20_000
 PROCESSES, SLOTS = 2, 10

@@ -39,7 +39,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from skiplock.tools import bench
 from tests.benchmarks.compare import _pgq_bulk, _pgq_install, peer_procs, stop, wait_backends
-from tests.pgcluster import free_port
+from tests.support.pgcluster import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = {"skiplock": 20_000, "pgqueuer": 10_000, "celery": 1_000, "pickup": 100}

@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.conftest import REPO, TEST_TABLES_SQL, WorkerProcess, worker_env
 from tests.netrig.rig import NetRig, unavailable
-from tests.pgcluster import ThrowawayCluster
+from tests.support.pgcluster import ThrowawayCluster
 
 HOSTS = 5
 

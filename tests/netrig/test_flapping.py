@@ -20,7 +20,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 FLAP_SECONDS = float(os.environ.get("RIG_FLAP_SECONDS", "21"))
 DOWN_S, UP_S = 4.0, 3.0

@@ -18,8 +18,8 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, running_of, stop
-from tests.helpers import scalar, wait_for
-from tests.pgcluster import free_port
+from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import free_port
 
 JOBS = 2000
 AUTH = {"Authorization": "Basic b3BzOnB3"}  # ops:pw

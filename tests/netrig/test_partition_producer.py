@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import REPO, worker_env
 from tests.fault.books import Books, record
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 40
 ERROR_BOUND = 30.0  # seconds the application may wait before it hears of the cut

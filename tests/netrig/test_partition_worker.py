@@ -16,7 +16,7 @@ import pytest
 from skiplock import enqueue_many
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, running_of, stop
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 JOBS = 600
 REJOIN_BOUND = 60.0  # seconds from the link's return to h1 running a job again

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from skiplock.monitor.autoscale import OCCUPANCY, TARGET_WAIT, Damper, desired_workers, queue_loads
-from tests.helpers import scalar, wait_for
-from tests.test_metrics import q, scrape
+from tests.integration.test_metrics import q, scrape
+from tests.support.helpers import scalar, wait_for
 
 HANDLER_S = 0.05
 SLOTS = 4

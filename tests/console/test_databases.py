@@ -23,8 +23,8 @@ from skiplock.webapp.databases import CONSOLES, create_multi_app
 from skiplock.webapp.db import close_app
 from skiplock.webapp.settings import Account
 from tests.conftest import REPO
-from tests.helpers import scalar
-from tests.pgcluster import ThrowawayCluster
+from tests.support.helpers import scalar
+from tests.support.pgcluster import ThrowawayCluster
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 READY = {"orders": 3, "billing": 5, "mail": 7}

@@ -14,8 +14,8 @@ import pytest
 from skiplock import enqueue_many
 from skiplock.monitor.capacity import Costs, costs, project, snapshot
 from tests.conftest import REPO, TEST_TABLES_SQL
-from tests.helpers import scalar, wait_for
-from tests.pgcluster import ThrowawayCluster
+from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import ThrowawayCluster
 
 JOBS = 400
 
