@@ -22,6 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -65,14 +66,14 @@ class Client:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
                                                   NoRedirect)
 
-    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, Any, str]:  # headers: case-insensitive
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, headers={"Referer": self.base + path})
         try:
             with self.opener.open(req, timeout=30) as resp:
-                return resp.status, dict(resp.headers), resp.read().decode()
+                return resp.status, resp.headers, resp.read().decode()
         except urllib.error.HTTPError as err:
-            return err.code, dict(err.headers), err.read().decode()
+            return err.code, err.headers, err.read().decode()
 
     def login(self, user: str, password: str) -> None:
         _, _, html = self.request("/accounts/login/")
