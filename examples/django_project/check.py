@@ -66,7 +66,8 @@ class Client:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
                                                   NoRedirect)
 
-    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, Any, str]:  # headers: case-insensitive
+    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, Any, str]:
+        """(status, headers (case-insensitive), body) of one request."""
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, headers={"Referer": self.base + path})
         try:

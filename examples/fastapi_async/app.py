@@ -14,9 +14,9 @@ from urllib.parse import parse_qs
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from models import Order, Session, create_tables
 from starlette.middleware.sessions import SessionMiddleware
 
-from models import Order, Session, create_tables
 from skiplock import enqueue_async
 from skiplock.webapp.integrations.asgi import fastapi_console
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from models import Order, Session
+
 from skiplock import PermanentFailure, task
 
 

@@ -60,7 +60,8 @@ class Client:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
                                                   NoRedirect)
 
-    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, Any, str]:  # headers: case-insensitive
+    def request(self, path: str, data: dict[str, str] | None = None) -> tuple[int, Any, str]:
+        """(status, headers (case-insensitive), body) of one request."""
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, headers={"Referer": self.base + path})
         try:
@@ -138,7 +139,8 @@ def main() -> None:
         status, headers, html = bob.request(f"/admin/jobs/jobs/{job_id}")
         assert status == 200 and "the mail server refused this order" in html
         assert "script-src 'self'" in headers["Content-Security-Policy"]
-        assert bob.request(f"/admin/jobs/jobs/{job_id}/retry", {"csrf_token": console_token(html)})[0] == 403  # read-only
+        refused = bob.request(f"/admin/jobs/jobs/{job_id}/retry", {"csrf_token": console_token(html)})
+        assert refused[0] == 403  # read-only
         alice = Client(base)
         alice.login("alice", "alice-pw")
         _, _, html = alice.request(f"/admin/jobs/jobs/{job_id}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app import Order, create_app, db
+
 from skiplock import PermanentFailure, task
 
 app = create_app()  # the handlers need the app's context for db.session

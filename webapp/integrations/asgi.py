@@ -104,7 +104,7 @@ def console_app(authorize: Callable[[Any], Any], *, database_url: str | None = N
         if inspect.isawaitable(answer):
             answer = await answer
         if isinstance(answer, Response):
-            await answer(scope, receive, send)
+            await answer(scope, receive, send)  # type: ignore[arg-type]  # our Send is the narrower ASGI type
             return
         _check_answer(answer)
         body = await request.body()  # the rule may have read the form already: Starlette caches it
@@ -138,7 +138,7 @@ def fastapi_console(authorize: Callable[..., Any], *, database_url: str | None =
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
             await _forward(console, dict(self.request.scope), receive, send, self.answer, self.body_bytes)
 
-    async def forward(request: Request, answer: Any = Depends(authorize)) -> Response:
+    async def forward(request: Request, answer: Any = Depends(authorize)) -> Response:  # noqa: B008 (FastAPI's way)
         if isinstance(answer, Response):
             return answer
         _check_answer(answer)

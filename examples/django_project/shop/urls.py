@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 from django.urls import include, path
-
 from orders import views
+
 from skiplock.webapp.integrations.django import console_urls, staff_rule
 
 urlpatterns = [
