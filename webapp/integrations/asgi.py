@@ -28,7 +28,7 @@ user name the rule gave) work as in the standalone console.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from psycopg_pool import ConnectionPool
@@ -36,9 +36,10 @@ from psycopg_pool import ConnectionPool
 from skiplock.core.errors import ConfigError
 from skiplock.webapp.integrations.hosted import IDENTITY_KEY, answer_is_valid, hosted_console
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+# The ASGI types as Starlette spells them, so the apps made here mount there without a cast.
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Every method the console answers (FastAPI routes need the list).
 METHODS = ["GET", "HEAD", "POST", "OPTIONS"]
@@ -64,7 +65,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     """A receive() that hands the already-read body to the console, then the client's own messages."""
     sent = False
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> MutableMapping[str, Any]:
         nonlocal sent
         if not sent:
             sent = True
@@ -104,7 +105,7 @@ def console_app(authorize: Callable[[Any], Any], *, database_url: str | None = N
         if inspect.isawaitable(answer):
             answer = await answer
         if isinstance(answer, Response):
-            await answer(scope, receive, send)  # type: ignore[arg-type]  # our Send is the narrower ASGI type
+            await answer(scope, receive, send)
             return
         _check_answer(answer)
         body = await request.body()  # the rule may have read the form already: Starlette caches it
@@ -135,7 +136,7 @@ def fastapi_console(authorize: Callable[..., Any], *, database_url: str | None =
             super().__init__()
             self.request, self.answer, self.body_bytes = request, answer, body
 
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
             await _forward(console, dict(self.request.scope), receive, send, self.answer, self.body_bytes)
 
     async def forward(request: Request, answer: Any = Depends(authorize)) -> Response:  # noqa: B008 (FastAPI's way)
