@@ -78,7 +78,10 @@ def test_django_login_decides_who_sees_and_who_acts(shop: str, fresh_db_url: str
     assert fragment.status_code == 200 and "<html" not in fragment.text
     static = dave.get(f"{PREFIX}/static/htmx-2.0.11.min.js")
     assert static.status_code == 200 and len(static.content) > 10_000
-    assert dave.get("/admin/").status_code == 200  # still logged in to Django
+    admin_index = dave.get("/admin/")
+    assert admin_index.status_code == 200  # still logged in to Django
+    # the admin lists the console (add_admin_link), for those the console's rule lets in
+    assert f'<a href="{PREFIX}/">Job queue</a>' in admin_index.text, admin_index.text[-3000:]
 
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job_id,)) == "queued"

@@ -9,6 +9,13 @@
         path("admin/jobs/", console_urls()),      # staff may look; superusers may retry and purge
     ]
 
+A link in Django's admin (index and sidebar), shown to whom the rule lets in:
+
+    from django.contrib import admin
+    from skiplock.webapp.integrations.django import add_admin_link
+
+    add_admin_link(admin.site)
+
 `console_urls(authorize=...)` takes the rule as a function of Django's request that returns
 "admin", "readonly", (role, user name) or None. The default, `staff_rule()`, lets staff in
 read-only and gives the admin role to superusers and to users with the permission you name.
@@ -175,3 +182,31 @@ def _call_wsgi(app: Flask, environ: dict[str, Any]) -> Any:
         else:
             response.headers[name] = value
     return response
+
+
+def add_admin_link(site: Any, authorize: DjangoRule | None = None, label: str = "Job queue") -> None:
+    """List the console in Django admin's index and sidebar, as a "Skiplock" app with one entry.
+
+    Shown only to users `authorize` (default: staff_rule()) would let into the console. The
+    admin has no hook for a plain link, so this wraps `site.get_app_list` and appends an entry
+    shaped like a model's, whose URL is the console (reversed by its URL name).
+    """
+    from django.urls import NoReverseMatch, reverse
+
+    rule = authorize or staff_rule()
+    original = site.get_app_list
+
+    def get_app_list(request: Any, app_label: str | None = None) -> list[dict[str, Any]]:
+        apps = original(request) if app_label is None else original(request, app_label)
+        if app_label is not None or rule(request) is None:
+            return apps
+        try:
+            url = reverse(URL_NAME, kwargs={"subpath": ""})
+        except NoReverseMatch:
+            return apps  # console_urls() is not in this project's urls.py: nothing to link to
+        entry = {"name": label, "object_name": "SkiplockConsole", "admin_url": url, "add_url": None,
+                 "view_only": True, "perms": {"add": False, "change": False, "delete": False, "view": True}}
+        return [*apps, {"name": "Skiplock", "app_label": "skiplock", "app_url": url, "has_module_perms": True,
+                        "models": [entry]}]
+
+    site.get_app_list = get_app_list
