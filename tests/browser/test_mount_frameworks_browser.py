@@ -15,9 +15,9 @@ import psycopg
 
 from tests.browser.conftest import _free_port
 from tests.conftest import REPO
-from tests.console.django_host import django_shop, make_dead_job_in, up_at
-from tests.helpers import scalar, wait_for
-from tests.test_examples import as_url
+from tests.integration.test_examples import as_url
+from tests.support.django_host import django_shop, make_dead_job_in, up_at
+from tests.support.helpers import scalar, wait_for
 
 FASTAPI_APP = REPO / "examples" / "fastapi_async"
 

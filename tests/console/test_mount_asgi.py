@@ -25,7 +25,7 @@ from skiplock.core.errors import ConfigError
 from skiplock.webapp.db import close_app
 from skiplock.webapp.integrations.asgi import console_app, fastapi_console
 from tests.console.test_mount import make_dead_job
-from tests.helpers import scalar
+from tests.support.helpers import scalar
 
 PREFIX = "/admin/jobs"
 _TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -15,8 +15,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.console.django_host import PREFIX, django_shop, make_dead_job_in
-from tests.helpers import scalar
+from tests.support.django_host import PREFIX, django_shop, make_dead_job_in
+from tests.support.helpers import scalar
 
 _TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -15,7 +15,7 @@ import pytest
 
 from skiplock import enqueue
 from tests.conftest import REPO, worker_env
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 PERMANENT = "skiplock.PermanentFailure: planned permanent failure"
 

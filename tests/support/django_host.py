@@ -20,9 +20,9 @@ from typing import Any
 import psycopg
 
 from skiplock import enqueue
-from tests.browser.conftest import _free_port
 from tests.conftest import REPO
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import free_port
 
 PROJECT = REPO / "examples" / "django_project"
 PREFIX = "/jobs"
@@ -60,7 +60,7 @@ def django_shop(db_url: str, log_path: Path) -> Iterator[str]:
         done = subprocess.run([sys.executable, "manage.py", *cmd], cwd=PROJECT, env=env, capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
-    port = _free_port()
+    port = free_port()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "shop.wsgi", "--worker-class", "gthread",
                                  "--threads", "4", "--bind", f"127.0.0.1:{port}"], cwd=PROJECT, env=env,
