@@ -7,6 +7,8 @@ The project is examples/django_project under gunicorn; the dead job comes from a
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.support.django_host import PREFIX, django_shop, make_dead_job_in
+from tests.support.django_host import PREFIX, PROJECT, django_shop, make_dead_job_in, prepare, project_env
 from tests.support.helpers import scalar
 
 _TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -89,3 +91,38 @@ def test_django_login_decides_who_sees_and_who_acts(shop: str, fresh_db_url: str
             [("dave", "admin", "retry", 1)]
     for client in (carol, bob, dave):
         client.close()
+
+
+# Django's ASGI handler in place of gunicorn: the same view, with no WSGI environ to start from.
+ASGI_VISIT = '''
+import asyncio, re, httpx
+from django.core.asgi import get_asgi_application
+
+async def main():
+    transport = httpx.ASGITransport(app=get_asgi_application())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        print("anonymous", (await c.get("/jobs/")).status_code)
+        page = await c.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        await c.post("/accounts/login/", data={"username": "alice", "password": "alice-pw",
+                                               "csrfmiddlewaretoken": token, "next": "/jobs/"})
+        page = await c.get("/jobs/dead/")
+        print("page", page.status_code)
+        form = {"action": "retry", "scope": "matching"}
+        print("no token", (await c.post("/jobs/dead/action", data=form)).status_code)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+        confirm = await c.post("/jobs/dead/action", data={**form, "csrf_token": token})
+        print("confirm", confirm.status_code, "1 job" in confirm.text)
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.slow
+def test_django_asgi_handler_serves_the_console_too(fresh_db_url: str, spawn_worker: Any) -> None:
+    make_dead_job_in(fresh_db_url, spawn_worker)
+    prepare(fresh_db_url)
+    done = subprocess.run([sys.executable, "-c", ASGI_VISIT], cwd=PROJECT, env=project_env(fresh_db_url),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:4] == ["anonymous 302", "page 200", "no token 400", "confirm 200 True"]

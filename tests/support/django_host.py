@@ -52,14 +52,19 @@ def up_at(url: str) -> bool:
         return False
 
 
+def prepare(db_url: str) -> None:
+    """Django's migrations and the project's users on `db_url` (skiplock's tables are already there)."""
+    for cmd in (["migrate", "--noinput", "-v", "0"], ["shell", "-c", USERS]):
+        done = subprocess.run([sys.executable, "manage.py", *cmd], cwd=PROJECT, env=project_env(db_url),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 @contextmanager
 def django_shop(db_url: str, log_path: Path) -> Iterator[str]:
     """Migrate `db_url` for the project, create its users, serve it; yields the base URL."""
+    prepare(db_url)
     env = project_env(db_url)
-    for cmd in (["migrate", "--noinput", "-v", "0"], ["shell", "-c", USERS]):
-        done = subprocess.run([sys.executable, "manage.py", *cmd], cwd=PROJECT, env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
     port = free_port()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "shop.wsgi", "--worker-class", "gthread",
