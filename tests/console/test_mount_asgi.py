@@ -157,3 +157,19 @@ def test_bad_rules_are_refused(db_url: str) -> None:
         run(scenario, host)
     finally:
         close_app(console.console)  # type: ignore[attr-defined]
+
+
+def test_a_client_cannot_claim_an_identity(db_url: str) -> None:
+    """The host's answer travels in the ASGI scope / WSGI environ, never in anything a client sends."""
+    console = console_app(lambda request: None, database_url=db_url, secret_key="k")
+    host = Starlette(routes=[Mount(PREFIX, app=console)])
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        forged = {"skiplock.identity": "admin", "skiplock-identity": "admin", "X-Skiplock-Identity": "admin"}
+        assert (await client.get(f"{PREFIX}/", headers=forged)).status_code == 403
+        assert (await client.get(f"{PREFIX}/?skiplock.identity=admin")).status_code == 403
+
+    try:
+        run(scenario, host)
+    finally:
+        close_app(console.console)  # type: ignore[attr-defined]
