@@ -30,6 +30,7 @@ every link, form and htmx poll carries it. Works under Django's WSGI and ASGI ha
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import sys
 import threading
@@ -103,7 +104,7 @@ class ConsoleView:
                 url = self.database_url or getattr(settings, "SKIPLOCK_DATABASE_URL", None)
                 # a key of its own, derived from the project's: every process agrees, and the
                 # console's cookie cannot be replayed as a Django one or the reverse
-                key = hashlib.sha256(b"skiplock-console|" + str(settings.SECRET_KEY).encode()).hexdigest()
+                key = hmac.new(str(settings.SECRET_KEY).encode(), b"skiplock-console", hashlib.sha256).hexdigest()
                 self._console = hosted_console(database_url=url, secret_key=key, config=self.config)
             return self._console
 
