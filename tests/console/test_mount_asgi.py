@@ -173,3 +173,20 @@ def test_a_client_cannot_claim_an_identity(db_url: str) -> None:
         run(scenario, host)
     finally:
         close_app(console.console)  # type: ignore[attr-defined]
+
+
+def test_the_hosts_dependency_overrides_reach_the_console(db_url: str, conn: psycopg.Connection) -> None:
+    """A host's test that overrides its auth dependency logs in to the mounted console too (host=app)."""
+    host = FastAPI()
+    mounted = fastapi_console(console_role, database_url=db_url, secret_key="k", host=host)
+    host.mount(PREFIX, mounted)
+    host.dependency_overrides[current_user] = lambda: "bob"  # set after mounting, as a test would
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        page = await client.get(f"{PREFIX}/")  # no cookie: only the override can let this in
+        assert page.status_code == 200 and "bob" in page.text and "readonly" in page.text.lower()
+
+    try:
+        run(scenario, host)
+    finally:
+        close_app(mounted.state.console)

@@ -117,17 +117,23 @@ def console_app(authorize: Callable[[Any], Any], *, database_url: str | None = N
 
 def fastapi_console(authorize: Callable[..., Any], *, database_url: str | None = None,
                     pool: ConnectionPool | None = None, secret_key: str | None = None,
-                    config: Mapping[str, Any] | None = None, threads: int = 8) -> Any:
+                    config: Mapping[str, Any] | None = None, threads: int = 8, host: Any = None) -> Any:
     """A FastAPI sub-app to `app.mount()`: `authorize` is a dependency, resolved by FastAPI as in a route.
 
     So it can take `Depends(current_user)`, cookies, headers, the app's session; an HTTPException
     it raises (401, or a 303 to the login page) is the answer. It returns what console_app's rule does.
+    With `host=app`, the sub-app shares the host's `dependency_overrides`, so a test that overrides
+    the app's auth dependency overrides it for the console too.
     """
     from fastapi import Depends, FastAPI, Request
     from starlette.responses import Response
 
     console = _wsgi_console(database_url, pool, secret_key, config, threads)
     sub = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    if host is not None:
+        # FastAPI looks overrides up on the app that routes the request (this sub-app): share the
+        # host's dict itself, so overrides set later (in a test) apply here as well
+        sub.dependency_overrides = host.dependency_overrides
 
     class _Forwarded(Response):
         """The console's answer, streamed by a2wsgi straight to the client."""
