@@ -51,7 +51,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 app = FastAPI(lifespan=lifespan)
 app.add_middleware(SessionMiddleware, secret_key=SECRET)
-app.mount("/admin/jobs", fastapi_console(console_role, secret_key=SECRET))
+app.mount("/admin/jobs", fastapi_console(console_role, secret_key=SECRET, host=app))
 
 
 @app.get("/login", response_class=HTMLResponse)
