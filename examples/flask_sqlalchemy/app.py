@@ -90,8 +90,7 @@ def place_order() -> ResponseReturnValue:
     order = Order(item=item)
     db.session.add(order)
     db.session.flush()  # the order's id
-    # db.session() is the request's Session; issue 35 (defect 1) makes db.session itself accepted
-    enqueue("order-emails", {"order_id": order.id}, conn=db.session())
+    enqueue("order-emails", {"order_id": order.id}, conn=db.session)  # in the session's transaction
     if not item:
         db.session.rollback()  # the order AND its job are gone
         return "an order needs an item", 400

@@ -1,12 +1,8 @@
-"""The worker's handlers: `skiplock worker --tasks orders.tasks` (with DJANGO_SETTINGS_MODULE set)."""
+"""The worker's handlers: `skiplock worker --tasks orders.tasks` (with DJANGO_SETTINGS_MODULE set,
+the worker calls django.setup() before it imports this module, so the models import as usual)."""
 
-import django
-
-# The worker process is not Django's: set Django up before the models are imported.
-django.setup()
-
-from orders.models import Order  # noqa: E402  (after django.setup(), on purpose)
-from skiplock import PermanentFailure, task  # noqa: E402
+from orders.models import Order
+from skiplock import PermanentFailure, task
 
 
 @task("order-emails")
