@@ -66,6 +66,13 @@ class _SecureWhenHttps(SecureCookieSessionInterface):
     def get_cookie_secure(self, app: Flask) -> bool:
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or (has_request_context() and request.is_secure)
 
+    def get_cookie_path(self, app: Flask) -> str:
+        # Mounted by a Django or ASGI host, the prefix is known only per request (SCRIPT_NAME):
+        # scope the console's cookie to it, as mount() does for a Flask host with SESSION_COOKIE_PATH.
+        if app.config.get("SESSION_COOKIE_PATH") or not has_request_context() or not request.script_root:
+            return super().get_cookie_path(app)
+        return request.script_root
+
 
 def duration(seconds: float | None) -> str:
     """A short human duration: 0.4ms, 120ms, 4.2s, 42s, 3m 05s, 2h 10m, 3d 4h; a dash for none."""

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import psycopg
+from psycopg.rows import dict_row
 
 from skiplock.core import attempts, queries
 from skiplock.core.error_summary import summarize
@@ -387,6 +388,23 @@ class FinishedFilter:
 def count_finished_matching(conn: psycopg.Connection, flt: FinishedFilter, cap: int = 1_000_000) -> int:
     """How many jobs `flt` covers, counting at most `cap` (what a bulk confirmation states)."""
     return int(conn.execute(queries.COUNT_FINISHED_MATCHING, {**flt.params(), "cap": cap}).fetchone()[0])  # type: ignore[index]
+
+
+def list_finished_matching(conn: psycopg.Connection, flt: FinishedFilter, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest `limit` jobs `flt` covers: id, queue, status, finished_at, attempts, max_attempts, error."""
+    cur = conn.cursor(row_factory=dict_row)
+    return cur.execute(queries.LIST_FINISHED_MATCHING, {**flt.params(), "limit": limit}).fetchall()
+
+
+def count_finished_ids(conn: psycopg.Connection, ids: Sequence[int]) -> int:
+    """How many of `ids` are dead or failed: what retry_finished or purge_finished would change now."""
+    return int(conn.execute(queries.COUNT_FINISHED_IDS, {"ids": list(ids)}).fetchone()[0])  # type: ignore[index]
+
+
+def job_detail(conn: psycopg.Connection, job_id: int) -> dict[str, Any] | None:
+    """One job's columns as an operator reads them, or None when there is no such job."""
+    cur = conn.cursor(row_factory=dict_row)
+    return cur.execute(queries.JOB_DETAIL, {"id": job_id}).fetchone()
 
 
 def retry_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:

@@ -672,6 +672,27 @@ PURGE_MATCHING_BATCH = f"""
     RETURNING j.id, j.queue, j.status, j.error_headline
 )""" + _TOMBSTONES + "SELECT id, queue FROM purged\n"
 
+# The newest %(limit)s finished jobs the filter covers, for `skiplock jobs list` (reads only).
+LIST_FINISHED_MATCHING = f"""
+SELECT id, queue, status::text AS status, finished_at, attempts, max_attempts,
+       coalesce(error_headline, {ERROR_GROUP}) AS error
+  FROM jobs
+ WHERE {FINISHED_MATCH}
+ ORDER BY finished_at DESC, id DESC
+ LIMIT %(limit)s
+"""
+
+# How many of the given ids are dead or failed now: what retrying or purging them would change.
+COUNT_FINISHED_IDS = "SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('dead', 'failed')"
+
+# One job as `skiplock jobs show` prints it (reads only).
+JOB_DETAIL = """
+SELECT id, queue, status::text AS status, priority, attempts, max_attempts, created_at, run_at, started_at,
+       finished_at, worker_id, unique_key, lock_key, tenant, version, error_group, last_error, payload
+  FROM jobs
+ WHERE id = %(id)s
+"""
+
 # ---- pruner ------------------------------------------------------------------------------------
 
 # Delete up to %(limit)s jobs of one final status that finished more than %(older_than)s seconds

@@ -1,4 +1,7 @@
-"""`skiplock jobs cancel ID`: ask a running job to stop (or cancel a queued one) from the shell."""
+"""`skiplock jobs cancel ID`: ask a running job to stop (or cancel a queued one) from the shell.
+
+jobs_cli.py registers `skiplock jobs` and hands its `cancel` action to this module.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +12,10 @@ from skiplock.core import audit
 from skiplock.core.cancel import request_cancel
 from skiplock.core.config import load_settings
 from skiplock.core.db import connect
-from skiplock.tools.cli import command
 
 
-def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("cancel",), help="cancel: a running job stops at its next heartbeat, "
-                                                       "a queued one never runs")
-    p.add_argument("job_id", type=int, help="the job's id")
-    p.add_argument("--as", dest="actor", default=None, help="who is asking (default: cli:<your user name>)")
-
-
-@command("jobs", "cancel a running or queued job", _args)
-def _jobs(args: argparse.Namespace) -> int:
+def cancel(args: argparse.Namespace) -> int:
+    """Cancel job `args.job_id` as `args.actor`; exit status 1 when nothing changed."""
     actor = args.actor or f"cli:{getpass.getuser()}"
     with connect(load_settings().require_database_url(), "skiplock-cli", autocommit=False) as conn:
         # the request and its audit row commit together: an operator action from the CLI is on the

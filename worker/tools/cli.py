@@ -238,11 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_plugin_commands() -> None:
-    """Import the modules that add commands (console, schedules, doctor, bench) if present."""
+    """Import the modules that add commands (console, schedules, doctor, bench, jobs) if present."""
     import importlib
 
     for module in ("skiplock.tools.web_cli", "skiplock.tools.recurring_cli", "skiplock.tools.doctor_cli",
-                   "skiplock.tools.bench", "skiplock.tools.cancel_cli", "skiplock.tools.capacity_cli"):
+                   "skiplock.tools.bench", "skiplock.tools.jobs_cli", "skiplock.tools.capacity_cli"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -1,0 +1,176 @@
+"""`skiplock jobs list|show|retry|purge|cancel`: the console's dead-letter actions, for scripts.
+
+The filters are the console's: state (dead or failed), queue, error group, age (finished within
+a window, or older than a duration) and text. Retry and purge take job ids, or every job the
+filters cover; `--dry-run` prints how many jobs that is and changes nothing. Each action writes
+the console's audit row ("retry selected", "purge all matching", ...), with the actor from
+--actor or $USER, so it shows on the console's Audit page beside the console's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from skiplock.core import audit, core
+from skiplock.core.config import load_settings
+from skiplock.core.db import connect
+from skiplock.core.errors import SkiplockError
+from skiplock.tools import cancel_cli
+from skiplock.tools.cli import command
+
+# A duration as operators type it: 90s, 30m, 2h, 7d (a bare number is seconds).
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> timedelta:
+    """Parse "90s", "30m", "2h", "7d" or a number of seconds.
+
+    >>> duration("2h")
+    datetime.timedelta(seconds=7200)
+    """
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 30m, 2h or 7d, got {text!r}")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", choices=("dead", "failed"), default="dead", help="which finished jobs (default dead)")
+    p.add_argument("--queue", help="only this queue")
+    p.add_argument("--error", help="only this error group, exactly as the console's dead-letter page lists it")
+    p.add_argument("--within", type=duration, metavar="AGE",
+                   help="finished in the last AGE (e.g. 24h; the console's time window)")
+    p.add_argument("--older-than", type=duration, metavar="AGE", help="finished more than AGE ago (e.g. 7d)")
+    p.add_argument("--text", help="text in the payload, unique key or error (the console's search box)")
+
+
+def _actor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--actor", "--as", dest="actor", default=None,
+                   help="who does this, for the audit trail (default: $USER)")
+
+
+def _add_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="jobs_action", required=True, metavar="ACTION")
+    lst = sub.add_parser("list", help="list dead (or failed) jobs the filters cover, newest first")
+    _filters(lst)
+    lst.add_argument("--limit", type=int, default=50, help="most jobs to list (default 50)")
+    lst.add_argument("--json", action="store_true", help="one JSON object per line")
+    show = sub.add_parser("show", help="one job: state, attempts, times, payload and full last error")
+    show.add_argument("job_id", type=int)
+    show.add_argument("--json", action="store_true", help="as one JSON object")
+    for name, verb in (("retry", "queue again now, attempts reset"), ("purge", "delete")):
+        action = sub.add_parser(name, help=f"{verb}: the given dead/failed jobs, or all the filters cover")
+        action.add_argument("job_ids", type=int, nargs="*", metavar="ID", help="these jobs (else: the filters)")
+        _filters(action)
+        action.add_argument("--all", action="store_true", help="with no filter: every dead (or failed) job")
+        action.add_argument("--dry-run", action="store_true", help="print how many jobs it covers; change nothing")
+        _actor(action)
+    cancel = sub.add_parser("cancel", help="cancel a running job (at its next heartbeat) or a queued one")
+    cancel.add_argument("job_id", type=int, help="the job's id")
+    cancel.add_argument("--as", "--actor", dest="actor", default=None,
+                        help="who is asking (default: cli:<your user name>)")
+
+
+@command("jobs", "dead letters and single jobs: jobs list|show|retry|purge|cancel", _add_args)
+def _jobs(args: argparse.Namespace) -> int:
+    if args.jobs_action == "cancel":
+        return cancel_cli.cancel(args)
+    with connect(load_settings().require_database_url(), "skiplock-cli") as conn:
+        if args.jobs_action == "list":
+            return _list(conn, args)
+        if args.jobs_action == "show":
+            return _show(conn, args)
+        return _change(conn, args)
+
+
+def _finished_filter(conn: psycopg.Connection, args: argparse.Namespace) -> tuple[core.FinishedFilter, dict[str, Any]]:
+    """The core's filter, measured from the database's clock, and the audit detail that names it."""
+    now: datetime = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    until = now - args.older_than if args.older_than else now  # jobs that finished later are not covered
+    flt = core.FinishedFilter(status=args.state, queue=args.queue, since=(now - args.within) if args.within else None,
+                              until=until, error=args.error, text=args.text)
+    detail = {"status": args.state, "queue": args.queue, "error": args.error, "q": args.text,
+              "within": _age(args.within), "older_than": _age(args.older_than)}
+    return flt, {k: v for k, v in detail.items() if v}
+
+
+def _age(value: timedelta | None) -> str | None:
+    return f"{value.total_seconds():g}s" if value else None
+
+
+def _list(conn: psycopg.Connection, args: argparse.Namespace) -> int:
+    flt, _ = _finished_filter(conn, args)
+    rows = core.list_finished_matching(conn, flt, limit=args.limit)
+    for row in rows:
+        if args.json:
+            print(json.dumps(row, default=str))
+        else:
+            finished = row["finished_at"].strftime("%Y-%m-%d %H:%M:%S") if row["finished_at"] else "-"
+            print(f"{row['id']:>10}  {row['queue']:<20} {row['status']:<6} {finished}  "
+                  f"{row['attempts']}/{row['max_attempts']}  {row['error'] or ''}")
+    if not args.json:
+        more = f" (the newest {args.limit}; more may match)" if len(rows) == args.limit else ""
+        print(f"{len(rows)} job(s){more}")
+    return 0
+
+
+def _show(conn: psycopg.Connection, args: argparse.Namespace) -> int:
+    job = core.job_detail(conn, args.job_id)
+    if job is None:
+        print(f"job {args.job_id} does not exist")
+        return 1
+    if args.json:
+        print(json.dumps(job, default=str))
+        return 0
+    for key, value in job.items():
+        if key in ("payload", "last_error"):
+            continue
+        print(f"{key + ':':<13} {value if value is not None else '-'}")
+    print("payload:\n" + json.dumps(job["payload"], indent=2, default=str))
+    print("last_error:\n" + (job["last_error"] or "-"))
+    return 0
+
+
+def _change(conn: psycopg.Connection, args: argparse.Namespace) -> int:
+    what = args.jobs_action  # retry or purge
+    actor = args.actor or os.environ.get("USER") or getpass.getuser()
+    narrowed = any((args.queue, args.error, args.within, args.older_than, args.text))
+    if args.job_ids and (narrowed or args.all):
+        raise SkiplockError(f"jobs {what}: give job ids or filters, not both")
+    if not args.job_ids and not narrowed and not args.all:
+        raise SkiplockError(f"jobs {what}: give job ids, a filter (--queue, --error, --within, --older-than, "
+                            f"--text), or --all for every {args.state} job")
+    if args.job_ids:
+        ids = sorted(set(args.job_ids))
+        if args.dry_run:
+            print(f"would {what} {core.count_finished_ids(conn, ids)} job(s)")
+            return 0
+        with conn.transaction():  # the change and its audit row commit together, as in the console
+            done = (core.retry_finished if what == "retry" else core.purge_finished)(conn, ids)
+            audit.record(conn, actor, "cli", f"{what} selected", len(done), {"ids": ids[:50]})
+        skipped = len(ids) - len(done)
+        print(f"{_past(what)} {len(done)} job(s)" + (f"; {skipped} were not dead or failed" if skipped else ""))
+        return 0 if done else 1
+    flt, detail = _finished_filter(conn, args)
+    if args.dry_run:
+        print(f"would {what} {core.count_finished_matching(conn, flt)} job(s)")
+        return 0
+    # batches commit as they go (a million rows must not be one transaction); the audit row follows
+    # the last batch with the count actually changed, as the console's "all matching" does
+    count = (core.retry_matching if what == "retry" else core.purge_matching)(conn, flt)
+    audit.record(conn, actor, "cli", f"{what} all matching", count, detail)
+    print(f"{_past(what)} {count} job(s)")
+    return 0
+
+
+def _past(what: str) -> str:
+    return "retried" if what == "retry" else "purged"
