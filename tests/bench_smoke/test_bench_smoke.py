@@ -24,7 +24,9 @@ def test_quick_bench_reports_every_workload_and_drops_its_database(pg_admin_url,
     import psycopg
 
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        durability = conn.execute("SHOW synchronous_commit").fetchone()[0]
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+    assert row is not None
+    durability = row[0]
     out = tmp_path / "bench.json"
     env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": pg_admin_url, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", "import sys; from skiplock.tools.cli import main; sys.exit(main())",

@@ -126,7 +126,9 @@ def test_behind_a_transaction_pooler_no_session_lock_is_taken(conn, pool):
         other.execute("SELECT pg_advisory_lock(%s, 0)", (VACUUM_LOCK_CLASS,))
         assert JobsVacuum(pool, dead_rows=200, advisory_lock=False).run_once() is not None
     assert scalar(conn, VACUUMS) == before + 1
-    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::bigint::oid"
+    # pg_locks is the whole server's: other tests' workers (pytest-xdist) may be vacuuming their own databases
+    held = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::bigint::oid "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
     assert scalar(conn, held, (VACUUM_LOCK_CLASS,)) == 0
 
 
