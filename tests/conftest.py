@@ -15,6 +15,7 @@ controlling process, before the workers start (pytest_configure), so they all us
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -77,6 +78,20 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     while _OWN_CLUSTER:
         _OWN_CLUSTER.pop().destroy()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Give the root logger back its handlers and level after each test. A test that runs a CLI
+    command in this process (`skiplock web`, `skiplock worker`) has it call configure_logging(),
+    which puts in a StreamHandler on the sys.stderr of that moment: pytest's capture stream. Left
+    there, every later record went to that stream, and once pytest had closed it each one printed
+    "--- Logging error --- ... ValueError: I/O operation on closed file" at the end of the run."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
