@@ -5,7 +5,7 @@ A pytest plugin (loaded by addopts' `-p tests.support.connection_budget`). In th
 server of DATABASE_URL (every database, all but its own). At the end it prints the peak and the tests
 that were running at that moment. On a server that other clients share the count includes theirs: the
 figure is the suite's own on a server it has alone (a private cluster, or CI's). With
-SKIPLOCK_TEST_CONNECTION_BUDGET=1 a peak over the budget fails the run.
+--enforce-connection-budget a peak over the budget fails the run.
 
 Why a budget: the server may be shared (CI's, a developer's); with max_connections=100 and other
 clients on it, a suite holding 55 connections at once failed with "too many clients already".
@@ -15,7 +15,6 @@ throwaway cluster (the `own_cluster_url` fixture); its connections are not on th
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -27,7 +26,13 @@ SAMPLER_APPLICATION = "skiplock-tests-budget"
 INTERVAL = 0.1
 TOP = 15
 # A peak over budget fails the run only when asked: on a shared server others' connections count too.
-ENFORCE = "SKIPLOCK_TEST_CONNECTION_BUDGET"
+# (An option, not an environment variable: skiplock refuses SKIPLOCK_* names it does not know.)
+ENFORCE = "--enforce-connection-budget"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(ENFORCE, action="store_true", help=f"fail the run if the connections on the test "
+                     f"server passed {BUDGET} at any moment (tests/support/connection_budget.py)")
 
 
 COUNT = """
@@ -127,5 +132,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _sampler is not None and _sampler.peak > BUDGET and os.environ.get(ENFORCE) == "1":
+    if _sampler is not None and _sampler.peak > BUDGET and session.config.getoption(ENFORCE):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
