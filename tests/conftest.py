@@ -7,25 +7,34 @@
 - `fresh_db_url` (function): a private copy of the template, dropped after the test (for tests
   that change the schema, e.g. dropping an index).
 - `spawn_worker`: starts real `python -m skiplock` processes; all are SIGKILLed at teardown.
+
+Under pytest-xdist (addopts) every worker process has its own template and session databases (their
+names carry the process id); the server is found, or a throwaway cluster started, once, by the
+controlling process, before the workers start (pytest_configure), so they all use the one server.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import signal
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import psycopg
 import pytest
 
 from skiplock.core.migrate import apply_migrations
-from tests.support.pgcluster import find_server, with_database
+from tests.support.pgcluster import ThrowawayCluster, find_server, shared_server, with_database
+from tests.support.workers import REPO, WorkerProcess, WorkerSlots, worker_env
 
-REPO = Path(__file__).resolve().parent.parent
+# Counts the run's connections on the test server and prints the peak (the suite's budget: 40).
+pytest_plugins = ["tests.support.connection_budget"]
+
+__all__ = ["REPO", "TEST_TABLES_SQL", "WorkerProcess", "worker_env"]  # tests import these from here too
 
 TEST_TABLES_SQL = """
 CREATE TABLE IF NOT EXISTS test_effects (
@@ -46,6 +55,43 @@ def _admin(url: str) -> psycopg.Connection:
 def _drop(admin_url: str, name: str) -> None:
     with _admin(admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+_OWN_CLUSTER: list[ThrowawayCluster] = []  # the controlling process's throwaway cluster, if it made one
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No server answers: start one throwaway cluster here, in the controlling process, and hand it to
+    xdist's workers (they inherit DATABASE_URL), rather than one initdb per worker (a few seconds,
+    spent even by a run of unit tests alone, on a machine without a server)."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if shared_server() is None:
+        try:
+            cluster = ThrowawayCluster()
+        except (OSError, RuntimeError, subprocess.SubprocessError):
+            return  # no PostgreSQL binaries: the tests that need a server fail in pg_admin_url, saying so
+        _OWN_CLUSTER.append(cluster)
+        os.environ["DATABASE_URL"] = cluster.url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _OWN_CLUSTER:
+        _OWN_CLUSTER.pop().destroy()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Give the root logger back its handlers and level after each test. A test that runs a CLI
+    command in this process (`skiplock web`, `skiplock worker`) has it call configure_logging(),
+    which puts in a StreamHandler on the sys.stderr of that moment: pytest's capture stream. Left
+    there, every later record went to that stream, and once pytest had closed it each one printed
+    "--- Logging error --- ... ValueError: I/O operation on closed file" at the end of the run."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +125,7 @@ def _clone(pg_admin_url: str, template_url: str, prefix: str) -> tuple[str, str]
 
 @pytest.fixture(scope="session")
 def session_db(pg_admin_url: str, template_url: str) -> Iterator[str]:
-    name, url = _clone(pg_admin_url, template_url, "skiplock_test")
+    name, url = _clone(pg_admin_url, template_url, "skiplock_session")
     yield url
     _drop(pg_admin_url, name)
 
@@ -91,15 +137,20 @@ def _user_tables(conn: psycopg.Connection) -> list[str]:
     return [r[0] for r in rows]
 
 
-@pytest.fixture
-def db_url(session_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with _admin(session_db) as conn:
+def empty_database(url: str) -> None:
+    """End every other session on `url`'s database and empty its tables (the next test starts clean)."""
+    with _admin(url) as conn:
         # leftovers of an earlier test's workers must not touch this test's rows
         conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                      "WHERE datname = current_database() AND pid <> pg_backend_pid()")
         tables = _user_tables(conn)
         if tables:
             conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+def db_url(session_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    empty_database(session_db)
     monkeypatch.setenv("DATABASE_URL", session_db)
     yield session_db
     from skiplock.core.producer import close_default_pool
@@ -124,47 +175,28 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
         yield c
 
 
-class WorkerProcess:
-    """A real `python -m skiplock` subprocess with its log in a file."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-        self.proc = proc
-        self.log_path = log_path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no release; exactly a crash."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def terminate(self, timeout: float = 60) -> int:
-        """SIGTERM and wait for exit; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
+# Tests running worker processes on the shared server at once, across xdist's processes (WorkerSlots).
+WORKER_TEST_SLOTS = 2
 
 
-def worker_env(db_url: str, **settings: str) -> dict[str, str]:
-    """Environment for a worker subprocess against `db_url`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
-    env.update({"DATABASE_URL": db_url, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
-                "SKIPLOCK_TASKS": "tests.support.handlers"})
-    env.update(settings)
-    return env
+@pytest.fixture(scope="session")
+def worker_slots(tmp_path_factory: pytest.TempPathFactory) -> WorkerSlots | None:
+    """The run's shared slots; None where a test's workers use a server of its own (tests/fault)."""
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each process has basetemp/popen-gwN: the slots live one level up, shared by all
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return WorkerSlots(shared / "skiplock-worker-slots", WORKER_TEST_SLOTS)
 
 
 @pytest.fixture
-def spawn_worker(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+def spawn_worker(db_url: str, tmp_path: Path,
+                 worker_slots: WorkerSlots | None) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
+    held: list[TextIO] = []  # the slot, taken at the first spawn: a test that spawns none waits for none
 
     def spawn(*args: str, url: str | None = None, **settings: str) -> WorkerProcess:
+        if worker_slots is not None and not held:
+            held.append(worker_slots.acquire())
         log_path = tmp_path / f"worker-{len(started)}.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "skiplock", *args], cwd=REPO,
@@ -177,10 +209,25 @@ def spawn_worker(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerPr
     yield spawn
     for wp in started:
         wp.kill()
+    for slot in held:
+        slot.close()
 
 
+# The folders whose tests may be fast: no browser, no fault scenario, no benchmark.
+FAST_KINDS = ("tests/unit/", "tests/integration/", "tests/console/")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m fast` must see the marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Browser tests run last. Playwright's sync API keeps an event loop running in the main thread
+    """Mark the edit-test loop's subset `fast` (`python -m pytest -m fast`): the unit, integration and
+    console tests not marked slow (those start several worker processes, or build and install the wheel).
+
+    Browser tests run last. Playwright's sync API keeps an event loop running in the main thread
     from the first browser test until the session ends, and then asyncio.run() and Django's
-    async-safety check refuse to run in any later test (async producers, Django conn=)."""
+    async-safety check refuse to run in any later test (async producers, Django conn=). Under
+    pytest-xdist each worker gets the tests in this order too, so there as well they come last."""
+    for item in items:
+        path = item.nodeid.replace("\\", "/")
+        if path.startswith(FAST_KINDS) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
     items.sort(key=lambda item: item.nodeid.replace("\\", "/").startswith("tests/browser/"))

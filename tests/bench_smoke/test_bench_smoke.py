@@ -1,4 +1,5 @@
-"""`skiplock bench --quick` end to end: every workload runs and reports complete counts (not speed)."""
+"""`skiplock bench --quick` end to end: every workload runs, and the database holds what it reports
+(every job enqueued is stored, every drained job completed once); its speed is not asserted."""
 
 from __future__ import annotations
 
@@ -22,22 +23,31 @@ def _bench_databases(conn) -> int:
 def test_quick_bench_reports_every_workload_and_drops_its_database(pg_admin_url, tmp_path):
     import psycopg
 
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+    assert row is not None
+    durability = row[0]
     out = tmp_path / "bench.json"
     env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": pg_admin_url, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", "import sys; from skiplock.tools.cli import main; sys.exit(main())",
                            "bench", "--quick", "--json", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
-    assert "synchronous_commit=on" in proc.stdout
+    # the server's own setting, reported and left alone (a private test cluster may run with it off)
+    assert f"synchronous_commit={durability}" in proc.stdout
     for name in WORKLOADS:
         assert name in proc.stdout
     data = json.loads(out.read_text())
-    assert data["server"]["synchronous_commit"] == "on" and data["server"]["cpu_count"] >= 1
+    assert data["server"]["synchronous_commit"] == durability and data["server"]["cpu_count"] >= 1
     results = data["results"]
     assert list(results) == WORKLOADS
-    assert results["enqueue_single_p4"]["jobs"] == 50 and results["enqueue_bulk"]["jobs"] == 500
-    assert results["drain_w2"]["processes"] == 2 and results["drain_w2"]["jobs"] == 500
-    assert all(results[name]["jobs_per_s"] > 0 for name in WORKLOADS if name != "pickup_latency")
+    # --quick's sizes, and what the database held after each workload (the bench counts it there)
+    for name in ("enqueue_single_p1", "raw_insert_single_p1", "enqueue_single_p4", "raw_insert_single_p4"):
+        assert (results[name]["jobs"], results[name]["stored"]) == (50, 50), (name, results[name])
+    assert (results["enqueue_bulk"]["jobs"], results["enqueue_bulk"]["stored"]) == (500, 500)
+    for name, processes in (("drain_w1", 1), ("drain_w2", 2)):
+        drained = {k: results[name][k] for k in ("processes", "jobs", "completed", "failed", "stored")}
+        assert drained == {"processes": processes, "jobs": 500, "completed": 500, "failed": 0, "stored": 0}, name
     # every probe came back: each job's handler start was seen, none was lost
     assert results["pickup_latency"]["received"] == results["pickup_latency"]["jobs"] == 10
     assert results["pickup_latency"]["p99_ms"] >= results["pickup_latency"]["p50_ms"]

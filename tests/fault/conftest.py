@@ -1,13 +1,49 @@
-"""Fixtures and helpers shared by the fault scenarios; prints every scenario's books at the end."""
+"""Fixtures and helpers shared by the fault scenarios; prints every scenario's books at the end.
+
+The scenarios run several worker processes at once (20-40 connections), more than the suite's
+budget on the shared test server allows beside the other tests: so each pytest process runs them on
+a throwaway cluster of its own (`fault_db`), started at its first fault test. Their `db_url` (and so
+`conn` and `spawn_worker`) is that cluster's database, emptied before each test as elsewhere.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 
+from tests.conftest import TEST_TABLES_SQL, empty_database
 from tests.fault.books import RESULTS
 from tests.support.helpers import scalar, wait_for
+from tests.support.pgcluster import ThrowawayCluster
+
+
+@pytest.fixture(scope="session")
+def fault_db() -> Iterator[str]:
+    """A migrated database on this process's own cluster, for every fault scenario it runs."""
+    cluster = ThrowawayCluster()
+    try:
+        yield cluster.migrated_database("skiplock_fault", TEST_TABLES_SQL)
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def db_url(fault_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    empty_database(fault_db)
+    monkeypatch.setenv("DATABASE_URL", fault_db)
+    yield fault_db
+    from skiplock.core.producer import close_default_pool
+
+    close_default_pool()
+
+
+@pytest.fixture(scope="session")
+def worker_slots() -> None:
+    """No slot to wait for: these workers' connections are on this process's own cluster."""
+    return None
 
 # Short leases and a fast reaper so crashed workers' jobs come back within seconds, not 30 s.
 FAST_RECOVERY = {

@@ -71,7 +71,8 @@ def test_behind_pgbouncer_nothing_is_lost(conn, db_url, spawn_worker, monkeypatc
         # PgBouncer keeps the server sessions after the client died: wait until none of them is still
         # running a statement the killed worker sent (an ack that commits late), then read its jobs
         wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' AND "
-                                "application_name LIKE 'skiplock-worker%%' AND pid <> pg_backend_pid()") == 0,
+                                "datname = current_database() AND application_name LIKE 'skiplock-worker%%' "
+                                "AND pid <> pg_backend_pid()") == 0,
                  timeout=30, message="the killed worker's statements to finish")
         in_flight = running_of(conn, first.pid)
         second = spawn_worker(url=pooled, **settings)
@@ -85,8 +86,8 @@ def test_behind_pgbouncer_nothing_is_lost(conn, db_url, spawn_worker, monkeypatc
         wait_for(lambda: scalar(conn, "SELECT count(*) FROM recurring_slots WHERE name = 'tick'") >= 2, timeout=30,
                  message="recurring slots")
         # the listener went direct: its session is on the server with its name, the pools' are PgBouncer's
-        assert scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
-                      "'skiplock-listener%%'") >= 1
+        assert scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND application_name LIKE 'skiplock-listener%%'") >= 1
 
         console = create_app({"TESTING": True, "DATABASE_URL": pooled, "SECRET_KEY": "k", "AUTH": False})
         client = console.test_client()

@@ -74,8 +74,8 @@ def test_postgres_restart(cluster_db, spawn_worker):
         assert pages[0] == 200 and set(pages) == {200}
         wait_for(lambda: remaining(conn) == 0, timeout=180, message="the queue to drain")
         # both listeners are connected again: a new job is picked up long before the 20 s poll
-        wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity "
-                                      "WHERE application_name LIKE 'skiplock-listener%%'") == 2,
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                      "current_database() AND application_name LIKE 'skiplock-listener%%'") == 2,
                  timeout=60, message="both listeners to reconnect")
         before = effects(conn)
         late = enqueue("t1", {"late": True}, conn=conn)

@@ -108,7 +108,8 @@ def _listener_pid(conn) -> int | None:
     """The listener's backend once it has listened: it then takes its hand-off key (migration 020)."""
     return scalar(conn, "SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid "
                         "AND l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 "
-                        "WHERE a.application_name LIKE 'skiplock-listener%%'", (HANDOFF_LOCK_CLASS,))
+                        "WHERE a.datname = current_database() "
+                        "AND a.application_name LIKE 'skiplock-listener%%'", (HANDOFF_LOCK_CLASS,))
 
 
 def test_notify_wakes_an_idle_worker_long_before_its_poll(conn, spawn_worker):

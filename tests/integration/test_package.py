@@ -9,6 +9,7 @@ and run the other commands. The wheel must install one top-level name: skiplock.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import http.cookiejar
 import os
@@ -32,7 +33,9 @@ from tests.conftest import REPO
 from tests.support.helpers import scalar, wait_for
 from tests.support.pgcluster import with_database
 
-pytestmark = pytest.mark.slow
+# A fresh virtualenv and a pip install of the wheel with its dependencies per test: minutes on a busy
+# 2-CPU machine, beyond the suite's 300 s default.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 HTMX = "htmx-2.0.11.min.js"
 PINNED_HTMX_SHA256 = (REPO / "static" / f"{HTMX}.sha256").read_text().split()[0]
@@ -49,15 +52,29 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The wheel built from the checkout, the sdist, and a wheel built from that sdist."""
-    out = tmp_path_factory.mktemp("dist")
+    """The wheel built from the checkout, the sdist, and a wheel built from that sdist.
+
+    Built once per run: under pytest-xdist the first process to get here builds them into a folder
+    all the processes share (each has basetemp/popen-gwN), under a file lock the others wait on."""
+    base = tmp_path_factory.getbasetemp()
+    out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "skiplock-dists"
+    out.mkdir(exist_ok=True)
+    with open(out / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "built").exists():
+            _build(out)
+            (out / "built").touch()
+    return {"checkout": next((out / "checkout").glob("*.whl")),
+            "sdist": next((out / "sdist").glob("skiplock-*.tar.gz")),
+            "from-sdist": next((out / "from-sdist").glob("*.whl"))}
+
+
+def _build(out: Path) -> None:
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(out / "checkout")], cwd=out)
     _run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out / "sdist"), str(REPO)], cwd=out)
     sdist = next((out / "sdist").glob("skiplock-*.tar.gz"))
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(sdist), "-w", str(out / "from-sdist")],
          cwd=out)
-    return {"checkout": next((out / "checkout").glob("*.whl")), "sdist": sdist,
-            "from-sdist": next((out / "from-sdist").glob("*.whl"))}
 
 
 def test_the_wheel_holds_one_package_and_its_data(dists: dict[str, Path]) -> None:

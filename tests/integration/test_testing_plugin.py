@@ -40,6 +40,8 @@ def _run_user_suite(folder: Path, server_url: str) -> subprocess.CompletedProces
 
 
 def _test_databases(server_url: str) -> set[str]:
+    """The databases named as skiplock.testing names them (this suite's own are named otherwise, so
+    that pytest-xdist's other workers making theirs meanwhile do not count)."""
     with psycopg.connect(server_url, autocommit=True) as conn:
         return {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'skiplock_test_%'")}
 

@@ -136,13 +136,19 @@ class ThrowawayCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def find_server() -> tuple[str, ThrowawayCluster | None]:
-    """An admin URL (database 'postgres') and, if we had to start one, the cluster to destroy."""
+def shared_server() -> str | None:
+    """The admin URL (database 'postgres') of DATABASE_URL's server if it answers, else of 127.0.0.1:5432."""
     env_url = os.environ.get("DATABASE_URL")
     if env_url and answers(env_url):
-        return with_database(env_url, "postgres"), None
+        return with_database(env_url, "postgres")
     local = "postgresql://postgres@127.0.0.1:5432/postgres"
-    if answers(local):
-        return local, None
+    return local if answers(local) else None
+
+
+def find_server() -> tuple[str, ThrowawayCluster | None]:
+    """An admin URL (database 'postgres') and, if we had to start one, the cluster to destroy."""
+    url = shared_server()
+    if url is not None:
+        return url, None
     cluster = ThrowawayCluster()
     return cluster.url, cluster

@@ -96,7 +96,7 @@ def claim_session(conn: psycopg.Connection) -> None:
     The claim reads jobs by jobs_ready_idx (or jobs_tenant_ready_idx), in their order, and by
     primary key, at any size: it never needs a sequential scan of jobs or a sort of its rows (its
     sorts of the few rows it picked still run: no plan can do without them, so ruling sorts out
-    adds the same to every plan's cost and only the needless one decides). tests/test_claim_plan.py.
+    adds the same to every plan's cost and only the needless one decides). tests/integration/test_claim_plan.py.
     Those settings give every claim plan a cost far past jit_above_cost, so JIT is turned off here
     too (every pooled connection has it off already, db.session_defaults): a connection set up with
     these settings alone compiled each claim for ~1.4 s.
@@ -136,7 +136,7 @@ def row_writes_session(conn: psycopg.Connection) -> None:
     PostgreSQL's own choice settled on such a plan after 60 single-job acks, and a burst of 20,000
     after them drained at 700-2,100 jobs/s, an ack taking up to 3.8 s (6,100-7,200 jobs/s with these
     settings). With sequential scans off only the probes by primary key and by ctid are left, at any
-    size (tests/test_ack_plan.py).
+    size (tests/integration/test_ack_plan.py).
     """
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_seqscan = off")

@@ -199,7 +199,7 @@ WITH allowances AS MATERIALIZED (
        -- the same ids once more, as an array: jobs is then reached by its primary key for exactly
        -- these ids whatever the statistics say. Planned while jobs looked empty (a vacuum had
        -- just found the queue empty), the join alone was run as a walk of all of jobs_pkey with
-       -- `picked` re-read per row: 335 ms per claim of 50 from 20,000 jobs (tests/test_claim_plan.py)
+       -- `picked` re-read per row: 335 ms per claim of 50 from 20,000 jobs (tests/integration/test_claim_plan.py)
        AND j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING picked.turn, j.id, j.queue, j.payload{{payload_cast}} AS payload, j.attempts, j.max_attempts,
               j.version, j.tenant, j.priority, j.run_at, j.created_at, j.started_at, j.unique_key

@@ -3,7 +3,7 @@
 The console's job page (its buttons), its queue page (per-row and bulk actions) and its action
 routes all read this table. Each action calls the queue core's guarded statement, whose WHERE
 repeats the same source states: a job that moved meanwhile is reported as not changed.
-tests/test_transitions.py drives every action from every state against PostgreSQL and checks the
+tests/integration/test_transitions.py drives every action from every state against PostgreSQL and checks the
 table and the SQL guards agree.
 
 A job's *situation* is its status with 'queued' split on run_at, as the queue page's tabs are:

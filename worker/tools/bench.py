@@ -86,6 +86,17 @@ def clear_jobs(url: str) -> None:
         conn.execute("VACUUM ANALYZE jobs")
 
 
+def counted(url: str) -> dict[str, int]:
+    """What the database holds for the bench queue: jobs still in the table, and acks by outcome in
+    job_stats. A workload reports these beside the count it asked for, so a lost job shows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        left = conn.execute("SELECT count(*) FROM jobs WHERE queue = %s", (BENCH_QUEUE,)).fetchone()
+        acks = conn.execute("SELECT coalesce(sum(completed), 0), coalesce(sum(failed + dead), 0) FROM job_stats "
+                            "WHERE queue = %s", (BENCH_QUEUE,)).fetchone()
+    return {"stored": int(left[0]) if left else 0, "completed": int(acks[0]) if acks else 0,
+            "failed": int(acks[1]) if acks else 0}
+
+
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.01) -> Any:
     """Poll `condition` until truthy; raise TimeoutError naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -298,7 +309,8 @@ def enqueue_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
                 enqueue(BENCH_QUEUE, {"n": i}, conn=conn)
 
     elapsed = _run_threads(_split(jobs, producers), body)
-    return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+    return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed,
+            "stored": counted(url)["stored"]}
 
 
 def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
@@ -309,7 +321,8 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
                 conn.execute(queries.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
 
     elapsed = _run_threads(_split(jobs, producers), body)
-    return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+    return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed,
+            "stored": counted(url)["stored"]}
 
 
 def enqueue_bulk(url: str, jobs: int) -> dict[str, Any]:
@@ -323,7 +336,7 @@ def enqueue_bulk(url: str, jobs: int) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
     if len(ids) != jobs:
         raise RuntimeError(f"bulk enqueue wrote {len(ids)} of {jobs} jobs")
-    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "stored": counted(url)["stored"]}
 
 
 def seed_jobs(url: str, jobs: int, *, recipe: bool = False) -> float:
@@ -345,7 +358,7 @@ def drain(url: str, jobs: int, processes: int, concurrency: int = 50, batch: int
         done = wait_acked(url, jobs, timeout=max(60.0, jobs / 100))
     elapsed = done - committed
     return {"jobs": jobs, "processes": processes, "concurrency": concurrency, "batch": batch,
-            "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+            "seconds": elapsed, "jobs_per_s": jobs / elapsed, **counted(url)}
 
 
 def pickup_latency(url: str, jobs: int = 300, gap: float = 0.05) -> dict[str, Any]:
