@@ -224,6 +224,7 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_METRICS_TOKEN", "SKIPLOCK_DB_DEADLINE", "SKIPLOCK_BEHIND_PROXY", "SKIPLOCK_SESSION_IDLE_MINUTES",
     "SKIPLOCK_LOGIN_MAX_FAILURES", "SKIPLOCK_LOGIN_LOCKOUT_SECONDS",
     "SKIPLOCK_DATABASES",  # skiplock.core.databases: the console over several databases, doctor --all
+    "SKIPLOCK_MIGRATE_ALLOW_CHANGED",  # the migrator's override for changed applied migrations (core/migrate.py)
 }
 
 

@@ -38,11 +38,17 @@ def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentPars
 # ---- migrate --------------------------------------------------------------------------------
 
 
-@command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", lambda p: None)
-def _migrate(args: argparse.Namespace) -> int:
-    from skiplock.core.migrate import apply_migrations
+def _migrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-changed", action="store_true",
+                   help="go on when an applied migration's file changed since (SKIPLOCK_MIGRATE_ALLOW_CHANGED=1)")
 
-    applied = apply_migrations(load_settings().session_url)  # its advisory lock needs a session
+
+@command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", _migrate_args)
+def _migrate(args: argparse.Namespace) -> int:
+    from skiplock.core.migrate import allow_changed_from_env, apply_migrations
+
+    applied = apply_migrations(load_settings().session_url,  # its advisory lock needs a session
+                               allow_changed=args.allow_changed or allow_changed_from_env())
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else "; up to date"))
     return 0
 
@@ -242,7 +248,8 @@ def _load_plugin_commands() -> None:
     import importlib
 
     for module in ("skiplock.tools.web_cli", "skiplock.tools.recurring_cli", "skiplock.tools.doctor_cli",
-                   "skiplock.tools.bench", "skiplock.tools.jobs_cli", "skiplock.tools.capacity_cli"):
+                   "skiplock.tools.bench", "skiplock.tools.jobs_cli", "skiplock.tools.capacity_cli",
+                   "skiplock.tools.schema_cli"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
