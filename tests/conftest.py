@@ -132,7 +132,8 @@ def session_db(pg_admin_url: str, template_url: str) -> Iterator[str]:
 
 def _user_tables(conn: psycopg.Connection) -> list[str]:
     rows = conn.execute(
-        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'skiplock_migrations'"
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+        "AND tablename NOT IN ('skiplock_migrations', 'skiplock_definitions')"
     ).fetchall()
     return [r[0] for r in rows]
 
