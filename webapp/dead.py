@@ -16,6 +16,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import core
+from skiplock.core.status import JobStatus
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, is_local_path, page
 
@@ -25,7 +26,7 @@ PAGE_SIZE = 50
 GROUPS_LIMIT = 50
 # The groups read at most this many of the window's newest dead jobs (see queries.DEAD_GROUPS).
 GROUPS_SCAN = 20_000
-STATUSES = ("dead", "failed")
+STATUSES = (JobStatus.DEAD.value, JobStatus.FAILED.value)
 ACTIONS = ("retry", "purge")
 # A row's expandable traceback shows at most this much of last_error (the job page shows all of it).
 ERROR_CHARS = 4000
@@ -58,7 +59,7 @@ def _read_filter() -> DeadFilter:
     error = filters.arg("error")
     if error is not None and (len(error) > 300 or "\x00" in error):  # error_summary.MAX_HEADLINE
         abort(400, "error filter is too long")
-    return DeadFilter(status=filters.choice(filters.arg("status"), STATUSES, "dead", "status"),
+    return DeadFilter(status=filters.choice(filters.arg("status"), STATUSES, JobStatus.DEAD.value, "status"),
                       queue=filters.queue(filters.arg("queue")), window=window,
                       error=error if error else None, text=filters.text(filters.arg("q")))
 

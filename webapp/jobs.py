@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from skiplock.core import transitions
 from skiplock.core.config import Settings
+from skiplock.core.status import JobStatus
 from skiplock.monitor import why
 from skiplock.webapp import db, filters, job_links, queries, workflow_queries
 from skiplock.webapp.web import audit, page
@@ -49,7 +50,7 @@ def show(job_id: str) -> ResponseReturnValue:
 
 
 # The list each status is shown in on its queue's page (ready and scheduled are both 'queued').
-_TAB_OF = {"running": "running", "dead": "dead", "failed": "failed", "succeeded": "succeeded"}
+_TAB_OF = {s.value: s.value for s in (JobStatus.RUNNING, JobStatus.DEAD, JobStatus.FAILED, JobStatus.SUCCEEDED)}
 
 
 def _back_link(job: dict[str, Any]) -> str:
@@ -59,7 +60,7 @@ def _back_link(job: dict[str, Any]) -> str:
     if parts.netloc == request.host and parts.path.startswith(request.script_root + "/") \
             and "/jobs/" not in parts.path:
         return parts.path + (f"?{parts.query}" if parts.query else "")
-    tab = _TAB_OF.get(job["status"], "scheduled" if job["scheduled"] else "ready")
+    tab = _TAB_OF.get(job["status"], transitions.SCHEDULED if job["scheduled"] else transitions.READY)
     return url_for("queues.show", name=job["queue"], status=tab)
 
 
@@ -80,10 +81,10 @@ def _runtime(job: dict[str, Any]) -> float | None:
     if job["started_at"] is None:
         return None
     attempts = job.get("attempt_errors") or []
-    if job["status"] != "running" and attempts and attempts[-1].get("attempt") == job["attempts"] \
+    if job["status"] != JobStatus.RUNNING and attempts and attempts[-1].get("attempt") == job["attempts"] \
             and attempts[-1].get("duration_ms") is not None:
         return float(attempts[-1]["duration_ms"]) / 1000.0
-    if job["status"] == "running":
+    if job["status"] == JobStatus.RUNNING:
         return (job["now"] - job["started_at"]).total_seconds()
     if job["finished_at"] is not None and job["finished_at"] >= job["started_at"]:
         return (job["finished_at"] - job["started_at"]).total_seconds()

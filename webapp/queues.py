@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from skiplock.core import core, limits, transitions
 from skiplock.core.config import Settings
 from skiplock.core.errors import ConfigError
+from skiplock.core.status import JobStatus
 from skiplock.monitor import why
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.overview import COUNT_CAP, capped
@@ -24,7 +25,8 @@ PAGE_SIZE = 50
 # A text search looks at this many jobs per page at most (see queries.WINDOW_END).
 SEARCH_WINDOW = 10_000
 # Status tabs: ready and scheduled are both status 'queued', split on run_at.
-STATUSES = ("ready", "scheduled", "running", "dead", "failed", "succeeded")
+STATUSES = (transitions.READY, transitions.SCHEDULED, JobStatus.RUNNING.value, JobStatus.DEAD.value,
+            JobStatus.FAILED.value, JobStatus.SUCCEEDED.value)
 SORTS = ("priority", "run_at")  # claim order, or oldest run_at first (ready and scheduled only)
 
 # The bulk and per-row actions each tab offers: the transition table's, from that situation.
@@ -32,13 +34,13 @@ TAB_ACTIONS = {tab: [(t.action, t.label) for t in transitions.allowed(tab)] for 
 
 
 def _tab(status: str) -> str:
-    return status if status in ("ready", "scheduled", "running") else "finished"
+    return status if status in (transitions.READY, transitions.SCHEDULED, JobStatus.RUNNING) else "finished"
 
 
 def _cursor_of(status: str, sort: str, row: dict[str, Any]) -> str:
-    if status in ("ready", "scheduled"):
+    if status in (transitions.READY, transitions.SCHEDULED):
         return filters.make_cursor(row["run_at"], row["id"], row["priority"] if sort == "priority" else None)
-    return filters.make_cursor(row["started_at"] if status == "running" else row["finished_at"], row["id"])
+    return filters.make_cursor(row["started_at"] if status == JobStatus.RUNNING else row["finished_at"], row["id"])
 
 
 @dataclass

@@ -7,6 +7,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import core
+from skiplock.core.status import JobStatus
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.web import audit, page
 
@@ -33,7 +34,7 @@ def release() -> ResponseReturnValue:
     with db.connection() as conn, conn.transaction():  # the release and its audit row commit together
         done = core.release_running(conn, chosen, g.user)
         audit("release running", len(done), conn=conn, ids=chosen[:50])
-    dead = sum(1 for _, _, status in done if status == "dead")
+    dead = sum(1 for _, _, status in done if status == JobStatus.DEAD)
     flash(f"Released {len(done)} of {len(chosen)} job(s)" + (f"; {dead} were on their last attempt and are now dead"
           if dead else "") + ("." if len(done) == len(chosen) else " (the others had already finished or moved).")
           + (" Their handlers were not stopped: a result they still deliver is refused. Cancel stops a handler."

@@ -21,6 +21,7 @@ from typing import Any
 
 from skiplock.core import core
 from skiplock.core.errors import ConfigError
+from skiplock.core.status import FAILED_RUNS, OutcomeStatus
 
 log = logging.getLogger("skiplock.hooks")
 
@@ -42,7 +43,7 @@ class FailedRun:
     @property
     def dead(self) -> bool:
         """True when this run left the job dead (no retry follows)."""
-        return self.status == "dead"
+        return self.status == OutcomeStatus.DEAD
 
 
 _ON_FAILURE: list[Hook] = []
@@ -94,10 +95,10 @@ def clear() -> None:
 
 def failed(job: core.ClaimedJob, exc: BaseException, outcome: core.Outcome) -> None:
     """Tell the hooks about a failed run; called by the worker and by skiplock.testing.drain."""
-    if outcome.status not in ("queued", "dead", "failed"):
+    if outcome.status not in FAILED_RUNS:
         return  # a success or a snooze is not a failure
     hooks = [*_ON_FAILURE, *_QUEUE_ON_FAILURE.get(job.queue, ())]
-    if outcome.status == "dead":
+    if outcome.status == OutcomeStatus.DEAD:
         hooks += [*_ON_DEAD, *_QUEUE_ON_DEAD.get(job.queue, ())]
     if not hooks:
         return

@@ -44,10 +44,15 @@ from skiplock.core.config import load_settings
 from skiplock.core.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
 from skiplock.core.registry import REGISTRY, JobContext, Registry
+from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
 
 # Status names a drained job ends in, by the outcome's status (core.Outcome.status).
-_FINAL_STATUS = {"ok": "succeeded", "queued": "queued", "dead": "dead", "failed": "failed", "snoozed": "snoozed"}
+_FINAL_STATUS: dict[str, str] = {
+    OutcomeStatus.OK: JobStatus.SUCCEEDED.value, OutcomeStatus.RETRY: JobStatus.QUEUED.value,
+    OutcomeStatus.DEAD: JobStatus.DEAD.value, OutcomeStatus.FAILED: JobStatus.FAILED.value,
+    OutcomeStatus.SNOOZED: OutcomeStatus.SNOOZED.value}
+_DELAYED = (OutcomeStatus.RETRY, OutcomeStatus.SNOOZED)  # the outcomes that set a delay (DrainedJob.retry_in)
 _WORKER_ID_PREFIX = "skiplock-testing"
 
 
@@ -135,7 +140,7 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             tracing.end_run(outcome.status, outcome.error)
             core.ack_batch(db, worker_id, [outcome], history=settings.history)
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
-                                   outcome.error, outcome.delay if outcome.status in ("queued", "snoozed") else None,
+                                   outcome.error, outcome.delay if outcome.status in _DELAYED else None,
                                    json.loads(outcome.result) if outcome.result is not None else None))
 
 

@@ -83,3 +83,13 @@ def test_pages_offer_exactly_the_allowed_actions() -> None:
 
     for where in SITUATIONS:
         assert [a for a, _label in TAB_ACTIONS[where]] == [t.action for t in allowed(where)], where
+
+
+def test_a_running_job_is_released_or_cancelled_through_the_table(conn: psycopg.Connection) -> None:
+    # the job page and the queue page's running tab show exactly these, in this order (templates/_job.html)
+    assert [(t.action, t.label) for t in allowed("running")] == [("release", "Release"), ("cancel-running", "Cancel")]
+    job_id = make(conn, "running")
+    cancel_running = allowed("running")[1]
+    assert cancel_running.apply(conn, [job_id], "tester") == [job_id]
+    assert conn.execute("SELECT status::text, cancel_requested_by FROM jobs WHERE id = %s",
+                        (job_id,)).fetchone() == ("running", "tester")  # asked; its handler ends it

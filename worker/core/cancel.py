@@ -20,10 +20,11 @@ from typing import NamedTuple
 import psycopg
 
 from skiplock.core import core
+from skiplock.core.status import OutcomeStatus
 
 REQUEST_CANCEL = """
 UPDATE jobs SET cancel_requested_at = now(), cancel_requested_by = %(actor)s
- WHERE id = %(id)s AND status = 'running'
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
 RETURNING id
 """
 JOB_STATUS = "SELECT status::text FROM jobs WHERE id = %(id)s"
@@ -40,9 +41,15 @@ class CancelResult(NamedTuple):
     message: str
 
 
+def request_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
+    """Operator: ask these running jobs' handlers to stop (the transition table's cancel-running);
+    the ids of those that were running. Each job stays running until its handler ends, then fails."""
+    return [r[0] for r in conn.execute(REQUEST_CANCEL, {"ids": list(ids), "actor": actor})]
+
+
 def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelResult:
     """Ask for job `job_id` to stop; a queued job is cancelled now; a finished job is left alone."""
-    if conn.execute(REQUEST_CANCEL, {"id": job_id, "actor": actor}).fetchone():
+    if request_running(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} is running: cancel requested; its handler sees it at the "
                                   "next heartbeat and the job ends failed")
     if core.cancel_queued(conn, [job_id], actor):
@@ -71,4 +78,5 @@ def override(outcome: core.Outcome) -> core.Outcome:
     who = _requested.pop(outcome.job_id, None)
     if who is None:
         return outcome
-    return core.Outcome(outcome.job_id, outcome.queue, outcome.attempt, "failed", error=f"cancelled by {who}")
+    return core.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
+                        error=f"cancelled by {who}")

@@ -366,7 +366,7 @@ def resume_queue(conn: psycopg.Connection, queue: str) -> bool:
 class FinishedFilter:
     """Which finished jobs an operator's "all matching" action covers (None = any)."""
 
-    status: str = "dead"  # 'dead' or 'failed': the states retry and purge accept
+    status: str = JobStatus.DEAD.value  # JobStatus.DEAD or FAILED: the states retry and purge accept
     queue: str | None = None
     since: datetime | None = None  # finished at or after
     until: datetime | None = None  # finished at or before (the moment the operator confirmed)

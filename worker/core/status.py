@@ -16,6 +16,9 @@ from enum import StrEnum
 class JobStatus(StrEnum):
     """Values of the `job_status` enum; each says which actor moves a job out of it."""
 
+    # Enqueued with parents (depends_on) not all final yet (workflows, migration 025); never claimed.
+    # The last parent's finalising statement moves it to queued (or dead/failed when a parent failed).
+    WAITING = "waiting"
     # Waiting for run_at; a worker's claim moves it to running, an operator's cancel to failed.
     QUEUED = "queued"
     # Owned by worker_id until lease_until; the worker's ack, the reaper, a graceful release or
@@ -48,6 +51,10 @@ class OutcomeStatus(StrEnum):
     DEAD = "dead"  # failed for good: attempts exhausted, PermanentFailure, or a lease lost on the last attempt
     FAILED = "failed"  # finished unsuccessfully on purpose (Discard)
     SNOOZED = "snoozed"  # queued again later, the attempt given back (Snooze)
+
+
+# The outcomes of a run that failed (hooks are told, the run's span is an error); not ok, not snoozed.
+FAILED_RUNS = (OutcomeStatus.RETRY, OutcomeStatus.DEAD, OutcomeStatus.FAILED)
 
 
 class HistoryMode(StrEnum):

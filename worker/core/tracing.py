@@ -21,6 +21,8 @@ from typing import Any
 
 import psycopg
 
+from skiplock.core.status import FAILED_RUNS
+
 TRACER_NAME = "skiplock"
 
 # The traced enqueue statements are built with the others by queries.enqueue_statement.
@@ -121,7 +123,7 @@ def end_run(status: str, error: str | None = None) -> None:
 
     span, token = current
     span.set_attribute("skiplock.job.outcome", status)
-    if status in ("queued", "dead", "failed"):
+    if status in FAILED_RUNS:
         from opentelemetry.trace import Status, StatusCode
 
         span.set_status(Status(StatusCode.ERROR, (error or "").strip().splitlines()[-1][:200] if error else None))

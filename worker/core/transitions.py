@@ -17,16 +17,19 @@ from dataclasses import dataclass
 
 import psycopg
 
-from skiplock.core import core
+from skiplock.core import cancel, core
 from skiplock.core.status import JobStatus
 
-SITUATIONS = ("ready", "scheduled", "running", "succeeded", "failed", "dead")
+READY, SCHEDULED = "ready", "scheduled"  # the two situations of a queued job
+SITUATIONS = (READY, SCHEDULED, JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value, JobStatus.FAILED.value,
+              JobStatus.DEAD.value)
+DELETED = "deleted"  # a transition's result when the job row is gone
 
 
 def situation(status: str, scheduled: bool) -> str:
     """The situation of a job in `status` (`scheduled`: its run_at is in the future)."""
     if status == JobStatus.QUEUED:
-        return "scheduled" if scheduled else "ready"
+        return SCHEDULED if scheduled else READY
     return str(status)
 
 
@@ -48,19 +51,28 @@ def _release(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[i
     return [job_id for job_id, _queue, _status in core.release_running(conn, ids, actor)]
 
 
+_FINISHED_BADLY = frozenset({JobStatus.DEAD.value, JobStatus.FAILED.value})
+_RUNNING = frozenset({JobStatus.RUNNING.value})
+
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("retry", "Retry", frozenset({"dead", "failed"}), "ready", "retried", "it is not dead or failed",
+    Transition("retry", "Retry", _FINISHED_BADLY, READY, "retried", "it is not dead or failed",
                False, lambda conn, ids, actor: core.retry_finished(conn, ids)),
-    Transition("run-now", "Run now", frozenset({"scheduled"}), "ready", "made ready now",
+    Transition("run-now", "Run now", frozenset({SCHEDULED}), READY, "made ready now",
                "it is not a scheduled queued job", False, lambda conn, ids, actor: core.run_now(conn, ids)),
-    Transition("cancel", "Cancel", frozenset({"ready", "scheduled"}), "failed", "cancelled", "it is not queued",
-               True, core.cancel_queued),
-    Transition("purge", "Purge", frozenset({"dead", "failed"}), "deleted", "purged", "it is not dead or failed",
+    Transition("cancel", "Cancel", frozenset({READY, SCHEDULED}), JobStatus.FAILED.value, "cancelled",
+               "it is not queued", True, core.cancel_queued),
+    Transition("purge", "Purge", _FINISHED_BADLY, DELETED, "purged", "it is not dead or failed",
                True, lambda conn, ids, actor: core.purge_finished(conn, ids)),
     # back to ready at once, or dead when it was the last attempt; the handler itself is not stopped
-    # (skiplock.core.cancel asks a running handler to stop)
-    Transition("release", "Release", frozenset({"running"}), "ready", "released", "it is not running",
+    # (cancel-running asks a running handler to stop)
+    Transition("release", "Release", _RUNNING, READY, "released", "it is not running",
                True, _release),
+    # a request the handler sees at its worker's next heartbeat (skiplock.core.cancel): the job is
+    # still running now, and ends failed "cancelled by <who>" when its handler returns. Its URL,
+    # /jobs/<id>/cancel-running, is served by webapp/cancel.py, which answers with what happened.
+    Transition("cancel-running", "Cancel", _RUNNING, JobStatus.RUNNING.value,
+               "asked to stop: its handler sees it at the next heartbeat and the job ends failed",
+               "it is not running", True, cancel.request_running),
 )
 BY_ACTION = {t.action: t for t in TRANSITIONS}
 

@@ -16,7 +16,7 @@ import psycopg
 
 from skiplock.core import queries
 from skiplock.core.config import Settings, load_settings
-from skiplock.core.status import LIVE_WORKER_SECONDS
+from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor import why
 from skiplock.monitor.metrics import QUEUES_WITH_STATUS, sum_histograms
 
@@ -75,7 +75,7 @@ def _describe(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def check_claim_plan(conn: psycopg.Connection, settings: Settings) -> Check:
     """EXPLAIN the claim statement: it must walk jobs_ready_idx, not scan the whole table."""
     name = "claim plan"
-    queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "queued"})][:5] or ["default"]
+    queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": JobStatus.QUEUED.value})][:5] or ["default"]
     nodes = _claim_plan(conn, queues, settings.batch_size)
     if any(n.get("Index Name") == "jobs_ready_idx" for n in nodes):
         return Check(name, OK, "The claim walks the ready partial index jobs_ready_idx, so it reads only "

@@ -22,7 +22,7 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from skiplock.core.status import LIVE_WORKER_SECONDS
+from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor.autoscale import Damper, queue_loads
 
 log = logging.getLogger("skiplock.metrics")
@@ -233,8 +233,8 @@ class SkiplockCollector(Collector):
             yield from self._autoscale_metrics(conn, ready)
 
     def _queue_metrics(self, conn: psycopg.Connection, ready_seen: dict[str, int]) -> Iterator[Metric]:
-        queued_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "queued"})]
-        dead_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": "dead"})]
+        queued_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": JobStatus.QUEUED.value})]
+        dead_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": JobStatus.DEAD.value})]
         running = {q: int(n) for q, n in conn.execute(RUNNING_COUNTS)}
         paused = {r[0] for r in conn.execute(PAUSED)}
         queues = sorted(set(queued_queues) | set(dead_queues) | set(running) | paused)

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from skiplock.core.status import LIVE_WORKER_SECONDS
+from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 
 AHEAD_CAP = 10_000
 
@@ -253,12 +253,12 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     if f is None:
         return None
     queue = f["queue"]
-    if f["status"] == "running":
+    if f["status"] == JobStatus.RUNNING:
         lease = _lease(f, reaper_interval)
         return [lease] if lease else []
-    if f["status"] == "waiting":
+    if f["status"] == JobStatus.WAITING:
         return [_waiting(conn, job_id)]
-    if f["status"] != "queued":
+    if f["status"] != JobStatus.QUEUED:
         return [Reason("finished", f"It is {f['status']}: it will not run again unless it is retried.",
                        blocking=False)]
     found = [_paused(f, queue), _scheduled(f), _no_worker(f, queue), _version(f), _lock_key(f), _limits(f),

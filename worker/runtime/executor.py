@@ -24,6 +24,7 @@ from skiplock.core import cancel, core, tracing
 from skiplock.core.config import Settings
 from skiplock.core.error_summary import headline
 from skiplock.core.registry import JobContext, Task
+from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
 from skiplock.runtime.async_pool import AsyncHandlerLoop
@@ -241,15 +242,16 @@ class Executor:
         itself with job.complete(conn) / complete_async(conn))."""
         seconds = time.perf_counter() - started
         outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
-        if outcome.status != "ok":  # the attempt history (worker/core/attempts.py) lists each failure's duration
+        # the attempt history (worker/core/attempts.py) lists each failure's duration
+        if outcome.status != OutcomeStatus.OK:
             outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
         tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
         self.lane_of[job.queue].sizing.observe_handler(seconds)
         duration_ms = seconds * 1000
         # job.complete(conn) already wrote the success in the handler's transaction: no second ack
-        self.finish(job, outcome, duration_ms,
-                    acked=outcome.status == "ok" and context is not None and context.completed_in_transaction)
+        self.finish(job, outcome, duration_ms, acked=outcome.status == OutcomeStatus.OK and context is not None
+                    and context.completed_in_transaction)
 
     def _context(self, job: core.ClaimedJob) -> JobContext:
         # claimed with its context columns: a handler that declares `job` makes the claim include them
@@ -264,7 +266,7 @@ class Executor:
     def finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float,
                acked: bool = False) -> None:
         """Log a finished job's outcome, free its slot, and put the outcome to the acker (unless `acked`)."""
-        if outcome.status == "ok":
+        if outcome.status == OutcomeStatus.OK:
             # One INFO line per success until SUCCESS_LINES_PER_SECOND; above that they go to DEBUG
             # and a per-second summary says how many: under load, formatting and the handler lock
             # shared by every thread cost more than the jobs themselves. Failures always log.
@@ -272,12 +274,13 @@ class Executor:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
-        elif outcome.status == "snoozed":  # the handler's choice, not a failure (worker/core/snooze.py)
+        elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (worker/core/snooze.py)
             log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
                      extra=_log_fields(job, outcome, duration_ms))
         else:
-            verb = {"queued": f"failed, retry in {outcome.delay:.1f}s", "dead": "failed, now dead",
-                    "failed": "discarded"}[outcome.status]
+            words: dict[str, str] = {OutcomeStatus.RETRY: f"failed, retry in {outcome.delay:.1f}s",
+                                     OutcomeStatus.DEAD: "failed, now dead", OutcomeStatus.FAILED: "discarded"}
+            verb = words[outcome.status]
             log.warning("job %d queue=%s attempt=%d/%d %s after %.1fms: %s", job.id, job.queue,
                         job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
                         extra=_log_fields(job, outcome, duration_ms))

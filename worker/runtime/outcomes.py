@@ -15,6 +15,7 @@ from skiplock.core import core
 from skiplock.core.backoff import backoff_seconds
 from skiplock.core.errors import Discard, PermanentFailure, RetryAfter, Snooze
 from skiplock.core.results import DEFAULT_MAX_RESULT_BYTES, encode_result
+from skiplock.core.status import OutcomeStatus
 
 MAX_ERROR_CHARS = 8000
 log = logging.getLogger("skiplock.worker")
@@ -47,11 +48,11 @@ def succeeded(job: core.ClaimedJob, value: Any = None,
     A value over `max_result_bytes` is not stored: the job still succeeds (its work is done), the
     reason is stored instead (skiplock.result raises ResultTooLarge with it) and logged."""
     if value is None:
-        return core.Outcome(job.id, job.queue, job.attempts, "ok")
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.OK)
     text, refused = encode_result(value, max_result_bytes)
     if refused is not None:
         log.warning("job %d queue=%s: %s", job.id, job.queue, refused)
-    return core.Outcome(job.id, job.queue, job.attempts, "ok", result=text, result_error=refused)
+    return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.OK, result=text, result_error=refused)
 
 
 # The skiplock functions that call a handler: (module, function). A TypeError whose traceback ends in
@@ -81,18 +82,18 @@ def for_exception(job: core.ClaimedJob, exc: BaseException, *, backoff_base: flo
     """The outcome of a handler that raised `exc`: dead, discarded (failed) or a retry."""
     if isinstance(exc, Snooze):
         # not a failure: no error text, and core.ack_batch gives the claim's attempt back
-        return core.Outcome(job.id, job.queue, job.attempts, "snoozed", delay=exc.seconds)
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.SNOOZED, delay=exc.seconds)
     if isinstance(exc, PermanentFailure):
-        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=format_error(exc))
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.DEAD, error=format_error(exc))
     if is_call_error(exc):
         reason = f"handler for queue {job.queue!r} cannot be called with this job: {exc}"
-        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=f"{reason}\n{format_error(exc)}")
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.DEAD, error=f"{reason}\n{format_error(exc)}")
     if isinstance(exc, Discard):
-        return core.Outcome(job.id, job.queue, job.attempts, "failed", error=format_error(exc))
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.FAILED, error=format_error(exc))
     delay = exc.seconds if isinstance(exc, RetryAfter) else None
     error = format_error(exc)
     if job.attempts >= job.max_attempts:
-        return core.Outcome(job.id, job.queue, job.attempts, "dead", error=error)
+        return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.DEAD, error=error)
     if delay is None:
         delay = backoff_seconds(job.attempts, base=backoff_base, cap=backoff_cap)
-    return core.Outcome(job.id, job.queue, job.attempts, "queued", delay=delay, error=error)
+    return core.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.RETRY, delay=delay, error=error)
