@@ -20,7 +20,7 @@ and connected, the queue resumed (its NOTIFY wakes them) and timed until job_sta
 Then the console's pages on the ``kept`` database (5,000,000 rows), in process through the Flask
 test client, many requests per page: p50/p95 per page. Writes growth.json and growth.md. Each
 state's measurement starts from a CHECKPOINT (see prepare()).
-Rows are written through skiplock.core.core (seed_ready_jobs, seed_finished_jobs), never by SQL here.
+Rows are written through skiplock.tools.bench_seed (seed_ready_jobs, seed_finished_jobs), never by SQL here.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from skiplock.core import core  # noqa: E402
-from skiplock.tools import bench  # noqa: E402
+from skiplock.tools import bench, bench_seed  # noqa: E402
 from skiplock.tools.bench import BENCH_QUEUE, skiplock_workers, wait_until  # noqa: E402
 from tests.support.pgcluster import ThrowawayCluster  # noqa: E402
 
@@ -94,12 +94,13 @@ def build(cluster: ThrowawayCluster, sizes: dict[str, Any]) -> dict[str, str]:
     """The three migrated databases, the big ones filled; returns their URLs."""
     urls = {name: cluster.migrated_database(name) for name in sorted(set(DATABASE.values()))}
     with psycopg.connect(urls["growth_backlog"], autocommit=True) as conn:
-        timed(f"seed {sizes['backlog']:,} ready", lambda: core.seed_ready_jobs(conn, BENCH_QUEUE, sizes["backlog"]))
+        timed(f"seed {sizes['backlog']:,} ready",
+              lambda: bench_seed.seed_ready_jobs(conn, BENCH_QUEUE, sizes["backlog"]))
     with psycopg.connect(urls["growth_kept"], autocommit=True) as conn:
         # succeeded over the last ~5.8 days at 5M rows: inside the default 7-day retention
-        timed(f"seed {sizes['kept']:,} succeeded", lambda: core.seed_finished_jobs(
+        timed(f"seed {sizes['kept']:,} succeeded", lambda: bench_seed.seed_finished_jobs(
             conn, HISTORY_QUEUES, sizes["kept"], status="succeeded", spacing=0.1))
-        timed(f"seed {sizes['dead']:,} dead", lambda: core.seed_finished_jobs(
+        timed(f"seed {sizes['dead']:,} dead", lambda: bench_seed.seed_finished_jobs(
             conn, HISTORY_QUEUES, sizes["dead"], status="dead", errors=TRACEBACKS, spacing=60.0))
     return urls
 
@@ -115,10 +116,10 @@ def prepare(url: str, state: str, sizes: dict[str, Any]) -> int:
     want = extra + sizes["drain"] + sizes["claims"] * sizes["batch"]
     with psycopg.connect(url, autocommit=True) as conn:
         if state.startswith("empty"):
-            core.delete_queue(conn, BENCH_QUEUE)  # this queue holds only the jobs about to be measured
+            bench_seed.delete_queue(conn, BENCH_QUEUE)  # this queue holds only the jobs about to be measured
         have = ready_count(conn)
         if have < want:
-            core.seed_ready_jobs(conn, BENCH_QUEUE, want - have)
+            bench_seed.seed_ready_jobs(conn, BENCH_QUEUE, want - have)
         conn.execute("VACUUM ANALYZE jobs")
         # Every state is measured from a checkpoint: the next write of each page is a full-page image,
         # so a measurement pays for the pages it touches, the same in every state. Without it a

@@ -19,6 +19,7 @@ import pytest
 from skiplock.core import core, queries
 from skiplock.core.db import session_defaults
 from skiplock.runtime.claimer import claims_commit_async
+from skiplock.tools import bench_seed
 
 CLAIMS = 8  # past psycopg's preparing (prepare_threshold=0 here) and PostgreSQL's 5 custom plans
 
@@ -43,14 +44,14 @@ def _pkey_scans(plan: str) -> list[str]:
 
 def _nearly_empty(conn: psycopg.Connection) -> None:
     """jobs as a vacuum leaves it between bursts: one page, statistics that say 20 rows."""
-    core.seed_ready_jobs(conn, "t1", 20)
+    bench_seed.seed_ready_jobs(conn, "t1", 20)
     conn.execute("VACUUM ANALYZE jobs")
 
 
 def _found_empty(conn: psycopg.Connection) -> None:
     """jobs as a vacuum that found the queue empty leaves it: no rows in its pages (no vacuum
     truncates jobs, migration 021), and the column statistics of the last ANALYZE, made earlier."""
-    core.seed_ready_jobs(conn, "t1", 2_000)
+    bench_seed.seed_ready_jobs(conn, "t1", 2_000)
     conn.execute("ANALYZE jobs")
     conn.execute("DELETE FROM jobs")
     conn.execute("VACUUM jobs")
@@ -59,7 +60,7 @@ def _found_empty(conn: psycopg.Connection) -> None:
 @pytest.mark.parametrize("vacuumed", [_nearly_empty, _found_empty], ids=["nearly-empty", "found-empty"])
 def test_claims_reach_jobs_by_index_after_a_vacuum_of_a_nearly_empty_queue(db_url, conn, vacuumed):
     vacuumed(conn)
-    core.seed_ready_jobs(conn, "t1", 20_000)
+    bench_seed.seed_ready_jobs(conn, "t1", 20_000)
     first = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id LIMIT %s", (50 * CLAIMS,))]
     with psycopg.connect(db_url, autocommit=True, prepare_threshold=0) as claims:
         session_defaults(claims)  # the worker's claim connection: a pooled one (JIT off), then its own settings
@@ -87,7 +88,7 @@ def test_without_those_settings_postgresql_did_read_jobs_whole(db_url, conn):
     planner settings read every queued row of jobs, by a walk of a whole index and a sort (if a
     future PostgreSQL stops doing so, this test says the settings may go)."""
     _found_empty(conn)
-    core.seed_ready_jobs(conn, "t1", 20_000)
+    bench_seed.seed_ready_jobs(conn, "t1", 20_000)
     with psycopg.connect(db_url, autocommit=True, prepare_threshold=0) as claims:
         claims.execute("LOAD 'auto_explain'")
         plans = _explained_claims(claims, 2)

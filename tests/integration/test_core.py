@@ -12,6 +12,7 @@ from skiplock import enqueue, enqueue_many
 from skiplock.core import core
 from skiplock.core.core import Outcome
 from skiplock.services.reaper import Reaper
+from skiplock.tools import bench_seed
 from tests.support.helpers import scalar
 
 
@@ -245,7 +246,7 @@ def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
     off, and its claims still take the jobs in order."""
     from skiplock.runtime.claimer import claims_commit_async
 
-    core.seed_finished_jobs(conn, ["t1", "t2"], 1_000, status="succeeded")
+    bench_seed.seed_finished_jobs(conn, ["t1", "t2"], 1_000, status="succeeded")
     ids = enqueue_many([("t1", {"n": i}) for i in range(60)])
     with psycopg.connect(db_url, autocommit=True) as c:
         claims_commit_async(c)

@@ -15,6 +15,7 @@ import psycopg
 
 from skiplock import enqueue_many
 from skiplock.core import core
+from skiplock.tools import bench_seed
 
 KEPT = 20_000  # finished rows kept before the ready ones: old pages, each with a gap at its end
 READY = 400
@@ -28,7 +29,7 @@ def _pages_before_and_after(url: str) -> tuple[dict[int, int], dict[int, int]]:
     """Kept history, then READY jobs enqueued and vacuumed; the first CLAIMED of them claimed and
     acked by the worker's statements (keep mode). Each of those jobs' page before and after."""
     with psycopg.connect(url, autocommit=True) as conn:
-        core.seed_finished_jobs(conn, ["history-a", "history-b"], KEPT, status="succeeded")
+        bench_seed.seed_finished_jobs(conn, ["history-a", "history-b"], KEPT, status="succeeded")
         ids = enqueue_many([("placed", {}) for _ in range(READY)], conn=conn)[:CLAIMED]
         conn.execute("VACUUM jobs")  # the free space map as a vacuum leaves it, old pages' gaps included
         before: dict[int, int] = dict(conn.execute(PAGES, (ids,)).fetchall())

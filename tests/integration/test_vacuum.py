@@ -22,6 +22,7 @@ from skiplock.core import core
 from skiplock.core.db import make_pool
 from skiplock.core.status import OutcomeStatus
 from skiplock.services.vacuum import DUTY, LIVE_SHARE, VACUUM_LOCK_CLASS, JobsVacuum
+from skiplock.tools import bench_seed
 from tests.support.helpers import scalar, wait_for
 
 VACUUMS = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
@@ -76,7 +77,7 @@ def test_past_the_threshold_a_pass_vacuums_jobs_and_the_dead_rows_are_gone(conn,
 def test_a_big_table_waits_for_a_share_of_its_live_rows_more(conn, pool):
     """A vacuum reads every index whole, so 10,000 live rows raise a threshold of 200 by 500 (LIVE_SHARE)."""
     assert LIVE_SHARE == 0.05
-    core.seed_ready_jobs(conn, "t2", 10_000)  # live, and left alone: the claims below take t1 only
+    bench_seed.seed_ready_jobs(conn, "t2", 10_000)  # live, and left alone: the claims below take t1 only
     _dead_rows(conn, 300)
     wait_for(lambda: scalar(conn, LIVE) >= 10_000, message="10,000 live rows in pg_stat_user_tables")
     before = scalar(conn, VACUUMS)

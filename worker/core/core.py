@@ -454,34 +454,3 @@ def prune_stats(conn: psycopg.Connection, older_than: float, limit: int) -> int:
     """Pruner: fold up to `limit` per-minute stats rows older than `older_than` seconds into the totals."""
     row = conn.execute(queries.PRUNE_STATS, {"older_than": older_than, "limit": limit}).fetchone()
     return int(row[0]) if row else 0
-
-
-# ---- bulk helpers for the benchmarks (skiplock bench, tests/benchmarks) ----------------------------
-
-
-def seed_ready_jobs(conn: psycopg.Connection, queue: str, n: int, *, recipe: bool = False,
-                    probe_every: int = 0) -> None:
-    """Insert `n` ready jobs in one statement (seed 000's way); `recipe`: random priorities, 2-5 ms payloads."""
-    conn.execute(queries.SEED_READY_JOBS, {"queue": queue, "n": n, "recipe": recipe, "probe_every": probe_every})
-
-
-def seed_finished_jobs(conn: psycopg.Connection, queues: Sequence[str], n: int, *, status: str = "succeeded",
-                       errors: Sequence[str] = (), spacing: float = 0.01) -> None:
-    """Insert `n` finished jobs in one statement: kept history (`succeeded`) or dead letters with `errors`.
-
-    Jobs go to `queues` in turn and finished one every `spacing` seconds back from now; a dead job
-    takes the `errors` in turn, with the headline and group the worker would have stored.
-    """
-    if status not in (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.FAILED):
-        raise ValueError(f"only finished jobs are seeded here, not {status!r}")
-    summaries = [summarize(e) for e in errors]
-    conn.execute(queries.SEED_FINISHED_JOBS, {
-        "queues": list(queues), "status": status, "n": n, "spacing": spacing, "errors": list(errors),
-        "headlines": [h for h, _ in summaries], "groups": [g for _, g in summaries]})
-
-
-def delete_queue(conn: psycopg.Connection, queue: str) -> int:
-    """Delete every job and stats row of `queue` (a benchmark's scratch queue); returns the jobs deleted."""
-    deleted = conn.execute(queries.DELETE_QUEUE_JOBS, {"queue": queue}).rowcount
-    conn.execute(queries.DELETE_QUEUE_STATS, {"queue": queue})
-    return deleted

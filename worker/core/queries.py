@@ -977,40 +977,8 @@ SELECT skiplock_batch_call_back(id) FROM fixed
 CALL_BACK = "SELECT skiplock_batch_call_back(%(batch)s)"
 
 # ---- bulk statements for `skiplock bench` and tests/benchmarks -----------------------------------
-# The benchmark writes jobs through these, beside the core's, not with SQL of its own.
+# The bulk seeding statements live with the benchmark tools (worker/tools/bench_seed.py).
 
 # The documented plain-SQL producer's INSERT (README "Enqueueing from any language"): the floor
 # that enqueue() is measured against.
 SQL_PRODUCER_INSERT = "INSERT INTO jobs (queue, payload) VALUES (%(queue)s, %(payload)s::jsonb)"
-
-# %(n)s ready jobs in one statement, the seed's way. With %(recipe)s: random priorities 0-10 and
-# payload {"s": 1} (a 2-5 ms handler), {"s": 1, "p": g} on every %(probe_every)s-th job (a probe).
-SEED_READY_JOBS = """
-INSERT INTO jobs (queue, priority, payload)
-SELECT %(queue)s,
-       CASE WHEN %(recipe)s THEN (random() * 10)::int ELSE 0 END,
-       CASE WHEN NOT %(recipe)s THEN '{}'::jsonb
-            WHEN %(probe_every)s > 0 AND g %% %(probe_every)s = 0 THEN jsonb_build_object('s', 1, 'p', g)
-            ELSE jsonb_build_object('s', 1) END
-  FROM generate_series(1, %(n)s) g
-"""
-
-# %(n)s finished jobs in one statement (tests/benchmarks/growth.py: millions of kept rows), over
-# %(queues)s in turn, finished one every %(spacing)s seconds back from now (the newest first). A
-# `dead` job carries the error texts in turn, with their headline and group (computed by the core).
-SEED_FINISHED_JOBS = """
-INSERT INTO jobs (queue, status, attempts, max_attempts, run_at, created_at, started_at, finished_at, payload,
-                  last_error, error_headline, error_group)
-SELECT (%(queues)s::text[])[1 + g %% cardinality(%(queues)s::text[])], %(status)s::job_status,
-       CASE WHEN %(status)s = 'dead' THEN 20 ELSE 1 END, 20, f.at - interval '2 ms', f.at - interval '2 ms',
-       f.at - interval '1 ms', f.at, jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
-       (%(errors)s::text[])[1 + g %% greatest(1, cardinality(%(errors)s::text[]))],
-       (%(headlines)s::text[])[1 + g %% greatest(1, cardinality(%(headlines)s::text[]))],
-       (%(groups)s::text[])[1 + g %% greatest(1, cardinality(%(groups)s::text[]))]
-  FROM generate_series(1, %(n)s) g
- CROSS JOIN LATERAL (SELECT now() - make_interval(secs => g * %(spacing)s::float8) AS at) f
-"""
-
-# Every job and stats row of one queue (a benchmark's scratch queue), whatever their state.
-DELETE_QUEUE_JOBS = "DELETE FROM jobs WHERE queue = %(queue)s"
-DELETE_QUEUE_STATS = "DELETE FROM job_stats WHERE queue = %(queue)s"

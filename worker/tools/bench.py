@@ -29,6 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from skiplock.core import queries
 from skiplock.core.config import load_settings
+from skiplock.tools import bench_seed
 from skiplock.tools.cli import command
 
 # The queue the bench handler (skiplock.tools.bench_tasks) serves. That module is imported only by the
@@ -79,10 +80,8 @@ def server_facts(url: str) -> dict[str, Any]:
 
 def clear_jobs(url: str) -> None:
     """Empty the bench queue's rows and stats so the next workload starts from nothing."""
-    from skiplock.core import core
-
     with psycopg.connect(url, autocommit=True) as conn:
-        core.delete_queue(conn, BENCH_QUEUE)
+        bench_seed.delete_queue(conn, BENCH_QUEUE)
         conn.execute("VACUUM ANALYZE jobs")
 
 
@@ -343,10 +342,8 @@ def seed_jobs(url: str, jobs: int, *, recipe: bool = False) -> float:
     """Insert `jobs` ready jobs with one SQL statement (the seed's way); return the commit time.
 
     `recipe`: seed 000's mix, random priorities and 2-5 ms handlers, every PROBE_EVERY-th job a probe."""
-    from skiplock.core import core
-
     with psycopg.connect(url, autocommit=True) as conn:
-        core.seed_ready_jobs(conn, BENCH_QUEUE, jobs, recipe=recipe, probe_every=PROBE_EVERY)
+        bench_seed.seed_ready_jobs(conn, BENCH_QUEUE, jobs, recipe=recipe, probe_every=PROBE_EVERY)
         return time.monotonic()
 
 
@@ -391,13 +388,13 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
 
     side = BENCH_QUEUE + "_rtt"
     with psycopg.connect(url, autocommit=True) as conn:
-        core.seed_ready_jobs(conn, side, batch * samples)
+        bench_seed.seed_ready_jobs(conn, side, batch * samples)
         times = []
         for _ in range(samples):
             started = time.perf_counter()
             core.claim(conn, "bench-rtt", [side], [30.0], batch)
             times.append(time.perf_counter() - started)
-        core.delete_queue(conn, side)
+        bench_seed.delete_queue(conn, side)
     return statistics.median(times)
 
 
