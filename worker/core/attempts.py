@@ -10,14 +10,11 @@ lease expired (a crash) are not listed here: the reaper's text in last_error say
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import psycopg
 
 from skiplock.core.queries import _own_rows
-
-if TYPE_CHECKING:
-    from skiplock.core.core import Outcome
+from skiplock.core.records import Outcome
 
 KEEP_ATTEMPTS = 20
 ERROR_CHARS = 2000

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -18,6 +18,8 @@ from psycopg.rows import dict_row
 from skiplock.core import attempts, queries
 from skiplock.core.error_summary import summarize
 from skiplock.core.errors import InvalidTransition
+from skiplock.core.records import ClaimedJob as ClaimedJob  # the names callers use: core.ClaimedJob
+from skiplock.core.records import Outcome as Outcome  # and core.Outcome
 from skiplock.core.snooze import snooze_batch
 from skiplock.core.status import HistoryMode, JobStatus, OutcomeStatus
 
@@ -25,41 +27,6 @@ log = logging.getLogger("skiplock.core")
 
 ANY_VERSION = 2**31 - 1  # the `versions` of a caller that runs any payload version (tests, tools)
 CLAIM_RACE_RETRIES = 3  # claims again after losing a lock-key race; past this, the next turn does
-
-
-# ClaimedJob and Outcome are NamedTuples rather than frozen dataclasses: one of each is built per
-# job on the worker's hot path, and a frozen dataclass sets every field through object.__setattr__
-# (~5x slower). Both stay immutable and are read by attribute.
-class ClaimedJob(NamedTuple):
-    """A job this worker now owns until its lease ends (heartbeats extend it)."""
-
-    id: int
-    queue: str
-    payload: Any
-    attempts: int
-    max_attempts: int
-    version: int | None = None  # the payload's version (worker/core/versions.py upgrades older ones)
-    tenant: str | None = None  # the tenant it was enqueued for (the worker's round-robin cursor)
-    # Claimed only with `with_context` (a handler's JobContext needs them); None otherwise.
-    priority: int | None = None
-    run_at: datetime | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    unique_key: str | None = None
-
-
-class Outcome(NamedTuple):
-    """What a finished run asks for: 'ok', or an error transition with its text."""
-
-    job_id: int
-    queue: str
-    attempt: int  # the run this outcome belongs to: the fence refuses a result of an older run
-    status: str  # an OutcomeStatus (skiplock/core/status.py): ok, queued (retry), dead, failed, snoozed
-    delay: float = 0.0  # seconds until the retry, for status 'queued' or 'snoozed'
-    error: str | None = None
-    duration_ms: float | None = None  # the handler's run time, set for failures (attempt history)
-    result: str | None = None  # a success's return value as JSON text (stored in job_results), None: nothing
-    result_error: str | None = None  # why a success's return value was not stored (too large), stored instead
 
 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:

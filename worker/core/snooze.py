@@ -7,14 +7,11 @@ still running), so a late result of a reaped run never touches the newer run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import psycopg
 
 from skiplock.core.queries import _own_rows
-
-if TYPE_CHECKING:
-    from skiplock.core.core import Outcome
+from skiplock.core.records import Outcome
 
 SNOOZE_BATCH = f"""
 UPDATE jobs j

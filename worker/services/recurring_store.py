@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.rows import dict_row
@@ -24,9 +24,6 @@ from psycopg.types.json import Jsonb
 from skiplock.core import core
 from skiplock.core.producer import enqueue
 from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots
-
-if TYPE_CHECKING:
-    from skiplock.recurring_defs import Definition
 
 log = logging.getLogger("skiplock.recurring")
 
@@ -206,6 +203,26 @@ class SyncResult:
     added: list[str]
     changed: list[str]
     deactivated: list[str]
+
+
+class Definition(Protocol):
+    """What the store reads of a recurring definition (skiplock.recurring_defs.Definition, which
+    imports this module: a Protocol here keeps the import one way)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def catch_up(self) -> str: ...
 
 
 def _params(d: Definition) -> dict[str, Any]:
