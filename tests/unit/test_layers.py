@@ -101,6 +101,47 @@ def test_the_worker_parts_do_not_import_the_wiring_or_each_other_but_downward() 
     assert sorted(m for m, targets in graph.items() if wiring in targets) == ["skiplock.tools.cli"]
 
 
+def import_loops(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The import loops: each group of two or more modules that reach one another (Tarjan's SCCs)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while (member := stack.pop()) != module:
+                group.append(member)
+            if group:
+                loops.append(sorted([*group, module]))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(loops)
+
+
+def test_the_loops_broken_in_issue_37_stay_broken() -> None:
+    """The command line's sub-commands register in tools/commands.py (cli -> dev -> web_cli -> cli), the
+    core's records live in core/records.py (core <-> attempts, snooze), and the recurring store reads a
+    Protocol of a definition (recurring_defs <-> services/recurring_store): none is in a loop."""
+    assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    loops = import_loops(import_graph(package_modules()))
+    freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.core",
+             "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.recurring_defs",
+             "skiplock.services.recurring_store"}
+    assert [loop for loop in loops if freed & set(loop)] == [], loops
+
+
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
     fake = {"skiplock.core.core.queries": {"skiplock.runtime.runner", "skiplock.core.core.status"},
             "skiplock.runtime.runner": {"skiplock.core.core.queries"},

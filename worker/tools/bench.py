@@ -30,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from skiplock.core import queries
 from skiplock.core.config import load_settings
 from skiplock.tools import bench_seed
-from skiplock.tools.cli import command
+from skiplock.tools.commands import command
 
 # The queue the bench handler (skiplock.tools.bench_tasks) serves. That module is imported only by the
 # bench's own worker processes: importing it here would register the handler in every

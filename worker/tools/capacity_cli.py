@@ -9,7 +9,7 @@ import os
 from psycopg.conninfo import conninfo_to_dict
 
 from skiplock.core.config import load_settings
-from skiplock.tools.cli import command
+from skiplock.tools.commands import command
 
 
 def _capacity_args(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""The `skiplock` command: migrate, enqueue, worker, dev (and the commands later modules add).
+"""The `skiplock` command: migrate, enqueue, worker, queues, dev, and the sub-command modules' commands.
 
 Every error a person can fix ends as one line on stderr and exit status 2, not a traceback.
 """
@@ -9,7 +9,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -17,22 +17,9 @@ import psycopg
 from skiplock.core.config import load_settings
 from skiplock.core.errors import EnqueueError, SkiplockError
 from skiplock.core.logs import configure_logging
+from skiplock.tools.commands import COMMANDS, command
 
 log = logging.getLogger("skiplock.cli")
-
-# name -> (add arguments, run); other modules register their commands here at import time.
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
-
-
-def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]
-            ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    """Register `skiplock NAME`; the decorated function gets the parsed args and returns an exit code."""
-
-    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        COMMANDS[name] = (help_text, add_args, run)
-        return run
-
-    return register
 
 
 # ---- migrate --------------------------------------------------------------------------------
@@ -230,7 +217,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of every registered command."""
-    _load_plugin_commands()
+    _load_subcommands()
     from skiplock import __version__
 
     parser = argparse.ArgumentParser(prog="skiplock", description="PostgreSQL-only background jobs.")
@@ -243,18 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load_plugin_commands() -> None:
-    """Import the modules that add commands (console, schedules, doctor, bench, jobs) if present."""
-    import importlib
+def _load_subcommands() -> None:
+    """Import the modules that add commands (console, schedules, doctor, bench, jobs, capacity, schema).
 
-    for module in ("skiplock.tools.web_cli", "skiplock.tools.recurring_cli", "skiplock.tools.doctor_cli",
-                   "skiplock.tools.bench", "skiplock.tools.jobs_cli", "skiplock.tools.capacity_cli",
-                   "skiplock.tools.schema_cli"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    Imported here, when a parser is built, not at the top: `import skiplock.tools.cli` stays light.
+    Each registers its command in skiplock.tools.commands as it is imported; a module missing from
+    the package fails here, loudly."""
+    from skiplock.tools import (  # noqa: F401  (imported for their @command registrations)
+        bench,
+        capacity_cli,
+        doctor_cli,
+        jobs_cli,
+        recurring_cli,
+        schema_cli,
+        web_cli,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

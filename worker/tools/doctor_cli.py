@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from skiplock.core.config import load_settings
 from skiplock.monitor.doctor import FAIL, MAX_XACT_AGE, format_checks, run_checks
-from skiplock.tools.cli import command
+from skiplock.tools.commands import command
 
 
 def _doctor_args(p: argparse.ArgumentParser) -> None:

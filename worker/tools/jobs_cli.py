@@ -24,7 +24,7 @@ from skiplock.core.config import load_settings
 from skiplock.core.db import connect
 from skiplock.core.errors import SkiplockError
 from skiplock.tools import cancel_cli
-from skiplock.tools.cli import command
+from skiplock.tools.commands import command
 
 # A duration as operators type it: 90s, 30m, 2h, 7d (a bare number is seconds).
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")

@@ -8,7 +8,7 @@ import secrets
 import shlex
 import sys
 
-from skiplock.tools.cli import command
+from skiplock.tools.commands import command
 
 
 def _web_args(p: argparse.ArgumentParser) -> None:
