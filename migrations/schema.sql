@@ -937,6 +937,22 @@ CREATE SEQUENCE public.skiplock_waiting
     CACHE 1;
 
 --
+-- Name: task_defaults; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_defaults (
+    queue text NOT NULL,
+    max_attempts integer,
+    version integer DEFAULT 1 NOT NULL,
+    lock_key text,
+    lock_key_computed boolean DEFAULT false NOT NULL,
+    updated_by text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_defaults_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT task_defaults_version_check CHECK ((version >= 1))
+);
+
+--
 -- Name: worker_latency; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1091,6 +1107,13 @@ ALTER TABLE ONLY public.skiplock_definitions
 
 ALTER TABLE ONLY public.skiplock_migrations
     ADD CONSTRAINT skiplock_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: task_defaults task_defaults_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_defaults
+    ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (queue);
 
 --
 -- Name: worker_latency worker_latency_pkey; Type: CONSTRAINT; Schema: public; Owner: -
