@@ -128,7 +128,7 @@ NOW = "SELECT now()"
 # ---- queue page: one status, keyset pages -----------------------------------------------------
 
 _JOB_COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,
-       lease_until, attempts, max_attempts, unique_key, worker_id,
+       lease_until, attempts, max_attempts, unique_key, worker_id, lock_key, tenant, version,
        {_core_queries.ERROR_LINE} AS error_line, left(payload::text, 200) AS payload_head"""
 
 # Filters shared by the list statements: one id, and text in unique_key/payload/last_error.
@@ -220,14 +220,27 @@ SELECT {cursor} FROM jobs
 # ---- long-runners -----------------------------------------------------------------------------
 
 # Running jobs by runtime (the seed's long-runners, including expired leases the reaper is about to take).
+# A job whose worker stopped heartbeating (row gone or last_seen older than %(stale_after)s s) is
+# orphaned: nothing extends its lease, and the reaper takes it back once lease_until has passed.
 LONG_RUNNERS = """
-SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts, max_attempts, worker_id,
-       extract(epoch FROM lease_until - now()) AS lease_left_s, left(payload::text, 120) AS payload_head,
-       progress, progress_message  -- job.progress() (migration 026)
-  FROM jobs
- WHERE status = 'running' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
- ORDER BY started_at, id
+SELECT j.id, j.queue, extract(epoch FROM now() - j.started_at) AS runtime_s, j.attempts, j.max_attempts,
+       j.worker_id, extract(epoch FROM j.lease_until - now()) AS lease_left_s, j.lease_until,
+       left(j.payload::text, 120) AS payload_head, j.lock_key, j.tenant, j.version,
+       j.cancel_requested_at, j.cancel_requested_by, j.progress, j.progress_message,  -- progress: migration 026
+       (w.id IS NULL OR w.last_seen < now() - make_interval(secs => %(stale_after)s)) AS orphaned,
+       w.last_seen AS worker_last_seen
+  FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+ WHERE j.status = 'running' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+ ORDER BY j.started_at, j.id
  LIMIT %(limit)s
+"""
+
+# The chosen jobs that are running now, for the confirmation of a release or a cancel.
+RUNNING_CHOSEN = """
+SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
+       extract(epoch FROM now() - started_at) AS runtime_s, cancel_requested_at IS NOT NULL AS cancel_pending
+  FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+ ORDER BY id
 """
 
 # ---- dead letters -----------------------------------------------------------------------------
@@ -261,7 +274,7 @@ SELECT id, queue, status::text, priority, run_at, created_at, started_at, finish
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
        run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012 (issue 14)
        workflow_id, batch_id, waiting_on, progress, progress_message, progress_at,  -- migration 026
-       now() AS now
+       lock_key, tenant, version, cancel_requested_at, cancel_requested_by, now() AS now
   FROM jobs WHERE id = %(id)s
 """
 

@@ -112,6 +112,19 @@ def page(template: str, fragment: str, **context: Any) -> Response:
     return response
 
 
+def confirmed() -> bool:
+    """True when the form is the confirmation page's second post (confirm=yes)."""
+    return request.form.get("confirm") == "yes"
+
+
+def confirm_page(kind: str, title: str, explain: list[str], action: str, fields: list[tuple[str, Any]],
+                 button: str, back: str, danger: bool = True, possible: bool = True) -> Response:
+    """The page that says what an action will do before it is done (templates/confirm.html)."""
+    return make_response(render_template("confirm.html", kind=kind, title=title, explain=explain, action=action,
+                                         fields=fields, button=button, back=back, danger=danger,
+                                         possible=possible))
+
+
 def audit(action: str, count: int, conn: psycopg.Connection | None = None, **detail: Any) -> None:
     """Log an operator action (who, what, how many jobs, its parameters) and keep it in the Audit trail.
 

@@ -8,8 +8,9 @@ dead with its traceback in last_error.
 from __future__ import annotations
 
 import re
-from markupsafe import escape as html_escape
 from typing import Any
+
+from markupsafe import escape as html_escape
 
 from skiplock import enqueue_many
 from skiplock.core.error_summary import group_key, headline

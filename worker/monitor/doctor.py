@@ -413,6 +413,51 @@ def check_workflows(conn: psycopg.Connection, settings: Settings, grace: float |
                  "for what finished these jobs outside skiplock (a hand-written UPDATE or DELETE of jobs).",
                  details)
 
+# ---- 8. workers that stopped heartbeating, and jobs the reaper took back ----------------------------
+
+# Workers whose row is older than a live worker's, with the jobs they still hold (orphans).
+STALE_WORKERS = """
+SELECT w.id, w.host, w.pid, w.last_seen, extract(epoch FROM now() - w.last_seen)::int AS silent_s,
+       (SELECT count(*) FROM jobs j WHERE j.status = 'running' AND j.worker_id = w.id) AS holding
+  FROM workers w
+ WHERE w.last_seen < now() - make_interval(secs => %(live)s)
+ ORDER BY w.last_seen DESC
+ LIMIT 50
+"""
+# Leases the reaper took back in the last hour, per queue (job_stats.reaped, written by the reaper).
+REAPED_LAST_HOUR = """
+SELECT queue, sum(reaped)::bigint FROM job_stats
+ WHERE minute >= now() - interval '1 hour' AND reaped > 0
+ GROUP BY queue ORDER BY 2 DESC
+"""
+
+
+def check_workers(conn: psycopg.Connection, settings: Settings) -> Check:
+    """A worker that stopped heartbeating (crashed, killed, cut off) and the jobs reaped after one."""
+    name = "workers"
+    stale = conn.execute(STALE_WORKERS, {"live": LIVE_WORKER_SECONDS}).fetchall()
+    reaped = conn.execute(REAPED_LAST_HOUR).fetchall()
+    details: list[dict[str, Any]] = [
+        {"worker": wid, "host": host, "pid": pid, "silent for": f"{silent}s", "jobs it still holds": holding}
+        for wid, host, pid, _seen, silent, holding in stale]
+    details += [{"queue": q, "reaped in the last hour": n} for q, n in reaped]
+    total_reaped = sum(n for _, n in reaped)
+    if not stale and not total_reaped:
+        return Check(name, OK, "Every registered worker is heartbeating, and the reaper took back no lease in the "
+                     "last hour.")
+    parts = []
+    if stale:
+        holding = sum(row[5] for row in stale)
+        parts.append(f"{len(stale)} worker(s) stopped heartbeating more than {LIVE_WORKER_SECONDS:g} s ago"
+                     + (f", holding {holding} running job(s) that the reaper takes back when their leases end"
+                        if holding else ""))
+    if total_reaped:
+        parts.append(f"the reaper took back {total_reaped} job(s) in the last hour (a worker died or froze "
+                     "mid-job: each such job ran again or went dead)")
+    return Check(name, WARN, "; ".join(parts).capitalize() + ".",
+                 "Look at the stopped workers' logs (OOM kill, deploy without SIGTERM, lost network). A job reaped "
+                 "again and again kills its worker: its page shows each attempt.", details)
+
 
 # ---- running them ----------------------------------------------------------------------------------
 
@@ -425,6 +470,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("served queues", check_unserved_queues),
     ("payload versions", check_versions),
     ("workflows", check_workflows),
+    ("workers", check_workers),
 ]
 
 
