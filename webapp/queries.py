@@ -122,6 +122,13 @@ SELECT count(*) FILTER (WHERE attempts > 0), count(*)
   FROM (SELECT attempts FROM jobs WHERE status = 'queued' AND run_at > now() LIMIT %(scan)s) s
 """
 
+# Live and stale worker processes (live: heartbeat within %(live)s s), for the overview's summary.
+WORKER_COUNTS = """
+SELECT count(*) FILTER (WHERE last_seen > now() - make_interval(secs => %(live)s)),
+       count(*) FILTER (WHERE last_seen <= now() - make_interval(secs => %(live)s))
+  FROM workers
+"""
+
 # The database's clock, so every age on a page is measured from the same instant.
 NOW = "SELECT now()"
 
@@ -231,6 +238,7 @@ SELECT j.id, j.queue, extract(epoch FROM now() - j.started_at) AS runtime_s, j.a
        w.last_seen AS worker_last_seen
   FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
  WHERE j.status = 'running' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+   AND (%(worker)s::text IS NULL OR j.worker_id = %(worker)s::text)
  ORDER BY j.started_at, j.id
  LIMIT %(limit)s
 """
@@ -241,6 +249,23 @@ SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
        extract(epoch FROM now() - started_at) AS runtime_s, cancel_requested_at IS NOT NULL AS cancel_pending
   FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
  ORDER BY id
+"""
+
+# ---- recurring -------------------------------------------------------------------------------
+
+RECENT_RUNS_PER_SCHEDULE = 5
+# Each schedule's last slots with the outcome of their job (recurring_slots' primary key walks each
+# schedule's slots newest first; jobs by primary key). No job row: it succeeded and was not kept
+# (history mode delete), or was purged.
+RECURRING_RUNS = """
+SELECT s.name, r.fire_at, r.job_id, r.manual, j.status::text AS status, j.error_headline,
+       extract(epoch FROM coalesce(j.finished_at, CASE WHEN j.status = 'running' THEN now() END) - j.started_at)
+           AS duration_s
+  FROM recurring_schedules s
+ CROSS JOIN LATERAL (SELECT fire_at, job_id, manual FROM recurring_slots
+                      WHERE name = s.name ORDER BY fire_at DESC LIMIT %(per)s) r
+  LEFT JOIN jobs j ON j.id = r.job_id
+ ORDER BY s.name, r.fire_at DESC
 """
 
 # ---- dead letters -----------------------------------------------------------------------------

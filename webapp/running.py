@@ -21,11 +21,12 @@ LIMIT = 200
 def index() -> ResponseReturnValue:
     """Running jobs, longest first (capped at LIMIT rows)."""
     queue = filters.queue(filters.arg("queue"))
+    worker = filters.text(filters.arg("worker"))  # the Workers page links each worker to its jobs
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT,
+        rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
                                                   "stale_after": LIVE_WORKER_SECONDS}).fetchall()
     # an orphan's lease is no longer extended: the reaper's first pass after lease_until takes it back
-    return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT,
+    return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT, worker=worker or "",
                 reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
 
 

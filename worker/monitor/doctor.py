@@ -459,6 +459,37 @@ def check_workers(conn: psycopg.Connection, settings: Settings) -> Check:
                  "again and again kills its worker: its page shows each attempt.", details)
 
 
+# ---- 9. recurring schedules whose last run died ------------------------------------------------------
+
+# Each enabled schedule's newest finished run: its slot's job is dead (recurring_slots keeps the job id;
+# a job that is gone succeeded and was not kept). Runs still queued or running are skipped.
+RECURRING_LAST_DIED = """
+SELECT s.name, s.queue, r.fire_at, r.job_id, r.error_headline
+  FROM recurring_schedules s
+ CROSS JOIN LATERAL (SELECT sl.fire_at, sl.job_id, j.status, j.error_headline
+                       FROM recurring_slots sl LEFT JOIN jobs j ON j.id = sl.job_id
+                      WHERE sl.name = s.name AND (j.status IS NULL OR j.status NOT IN ('queued', 'running'))
+                      ORDER BY sl.fire_at DESC LIMIT 1) r
+ WHERE s.enabled AND r.status = 'dead'
+ ORDER BY s.name
+ LIMIT 50
+"""
+
+
+def check_recurring(conn: psycopg.Connection, settings: Settings) -> Check:
+    """A schedule still fires but its latest run died: 'enabled' alone hides that it does nothing useful."""
+    name = "recurring runs"
+    rows = conn.execute(RECURRING_LAST_DIED).fetchall()
+    if not rows:
+        return Check(name, OK, "No enabled recurring schedule's latest run died.")
+    details = [{"schedule": n, "queue": q, "slot": f"{at:%Y-%m-%d %H:%M:%S} UTC", "job": job, "error": err or ""}
+               for n, q, at, job, err in rows]
+    return Check(name, WARN, f"The latest run of {len(rows)} recurring schedule(s) died: "
+                 + ", ".join(r[0] for r in rows) + ". They keep firing, and each run may die the same way.",
+                 "Open the dead job from the Recurring page (its error says why), fix the handler or its "
+                 "configuration, then retry it; pause the schedule meanwhile if its runs do harm.", details)
+
+
 # ---- running them ----------------------------------------------------------------------------------
 
 CHECKS: list[tuple[str, Callable[..., Check]]] = [
@@ -471,6 +502,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("payload versions", check_versions),
     ("workflows", check_workflows),
     ("workers", check_workers),
+    ("recurring runs", check_recurring),
 ]
 
 
