@@ -120,3 +120,25 @@ def test_a_schedule_whose_runs_die_shows_them_and_is_flagged(admin: Any, conn: A
     health = admin.get("/health").get_data(as_text=True)
     check = re.search(r'data-check="recurring runs" data-status="(\w+)">(.*?)</article>', health, re.S)
     assert check and check.group(1) == "warn" and "charge-renewals" in check.group(2)
+
+
+def test_the_queue_page_says_its_jobs_wait_on_the_concurrency_limit(admin: Any, conn: Any,
+                                                                      spawn_worker: Any) -> None:
+    from skiplock.core.limits import set_limit
+
+    set_limit(conn, "slow", concurrency=4, rate=None, actor="test")
+    for n in range(16):
+        enqueue("slow", {"sleep": 120, "n": n})
+    spawn_worker(SKIPLOCK_CONCURRENCY="8", **LONG)
+    _running(conn, 4)
+    html = admin.get("/queues/slow").get_data(as_text=True)
+    why_box = html.split('<ul class="reasons">', 1)[1].split("</ul>", 1)[0] if '<ul class="reasons">' in html else ""
+    assert 'data-reason="concurrency_limit"' in why_box, html
+    assert "12 ready job(s) of slow wait on its concurrency limit: 4 of 4 run now" in why_box
+
+
+def test_a_future_job_says_why_in_one_readable_sentence(admin: Any) -> None:
+    job = enqueue("slow", {"n": 1}, delay=3600)
+    html = admin.get(f"/jobs/{job}").get_data(as_text=True)
+    assert "set by it was" not in html
+    assert "because it was enqueued with a later run_at (delay= or run_at=)" in html
