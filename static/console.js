@@ -26,7 +26,12 @@
     root.querySelectorAll("tbody tr, article[data-check]").forEach(function (row, i) {
       var key = row.getAttribute("data-job-id") || row.getAttribute("data-queue") || row.getAttribute("data-worker-id") ||
         row.getAttribute("data-schedule") || row.getAttribute("data-check") || "#" + i;
-      rows[key] = row.textContent.replace(/\s+/g, " ").trim();
+      // what a row says, without what changes by itself as the clock runs: a relative time counts
+      // by its absolute value, a ticking duration (data-tick) not at all
+      var copy = row.cloneNode(true);
+      copy.querySelectorAll("time").forEach(function (t) { t.textContent = t.getAttribute("datetime") || ""; });
+      copy.querySelectorAll("[data-tick]").forEach(function (t) { t.textContent = ""; });
+      rows[key] = copy.textContent.replace(/\s+/g, " ").trim();
     });
     return rows;
   }
