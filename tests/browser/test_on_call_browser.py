@@ -56,7 +56,7 @@ def test_charts_fill_the_page_keep_their_labels_and_scale_each_queue(page: Any, 
     text = page.locator("figure.chart svg text.y-label").first.evaluate(RECT)
     assert text["height"] >= 9, text
     dead = page.locator("tr[data-queue='noop'] [data-count='dead']").evaluate(RECT)
-    assert 0 <= dead["left"] and dead["right"] <= 390, dead  # on screen, not behind a sideways scroll
+    assert dead["left"] >= 0 and dead["right"] <= 390, dead  # on screen, not behind a sideways scroll
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
@@ -95,7 +95,7 @@ def test_phone_cards_keep_worker_actions_and_fire_times_on_screen(page: Any, con
 def test_a_held_refresh_says_so_and_resumes(page: Any, console: Any, conn: Any) -> None:
     first = enqueue_many([("t9", {"n": n}) for n in range(3)])  # no worker serves t9: they stay ready
     log_in(page, console)
-    page.goto(console.url + f"/prefs?refresh=2&next=/queues/t9")
+    page.goto(console.url + "/prefs?refresh=2&next=/queues/t9")
     page.locator(f"input[name=ids][value='{first[0]}']").check()
     later = enqueue_many([("t9", {"n": n}) for n in range(3, 5)])
     badge = page.locator("#paused-queue-jobs")
