@@ -251,6 +251,27 @@ SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
  ORDER BY id
 """
 
+# ---- run times (migration 028) -------------------------------------------------------------------
+
+# Per queue over the last %(seconds)s: the run-time histogram summed bucket by bucket over every
+# worker's minutes, the number of runs, their total and the longest (worker/core/run_times.py).
+RUN_TIMES = """
+WITH r AS (
+    SELECT queue, counts, total, sum_s, max_s FROM job_runtimes
+     WHERE minute >= now() - make_interval(secs => %(seconds)s)
+       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+), buckets AS (
+    SELECT queue, array_agg(n ORDER BY i) AS counts
+      FROM (SELECT r.queue, u.i, sum(u.c)::bigint AS n
+              FROM r, unnest(r.counts) WITH ORDINALITY AS u(c, i) GROUP BY 1, 2) x
+     GROUP BY queue
+)
+SELECT t.queue, b.counts, t.runs, t.sum_s, t.max_s
+  FROM (SELECT queue, sum(total)::bigint AS runs, sum(sum_s) AS sum_s, max(max_s) AS max_s FROM r GROUP BY queue) t
+  JOIN buckets b USING (queue)
+ ORDER BY t.queue
+"""
+
 # ---- recurring -------------------------------------------------------------------------------
 
 RECENT_RUNS_PER_SCHEDULE = 5
@@ -305,7 +326,7 @@ SELECT id, queue, status::text, priority, run_at, created_at, started_at, finish
 
 # Live and recently seen workers; `stale` when the heartbeat is older than %(stale_after)s seconds.
 WORKERS = """
-SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen,
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, command, command_by, command_at,
        extract(epoch FROM now() - last_seen) AS seen_ago_s,
        last_seen < now() - make_interval(secs => %(stale_after)s) AS stale
   FROM workers

@@ -9,7 +9,7 @@ from psycopg.rows import dict_row
 from skiplock.core import core
 from skiplock.core.config import Settings
 from skiplock.core.status import LIVE_WORKER_SECONDS
-from skiplock.webapp import db, filters, queries
+from skiplock.webapp import db, filters, queries, runtimes
 from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("running", __name__, url_prefix="/running")
@@ -25,6 +25,11 @@ def index() -> ResponseReturnValue:
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
                                                   "stale_after": LIVE_WORKER_SECONDS}).fetchall()
+        # "long" against the task's own p95 of the last hour (an hour of minutes keeps this read small)
+        p95 = runtimes.p95_by_queue(conn) if rows else {}
+    for row in rows:
+        row["p95_s"] = p95.get(row["queue"])
+        row["runtime_s"] = float(row["runtime_s"])  # extract() gives numeric; the ratio divides by a float
     # an orphan's lease is no longer extended: the reaper's first pass after lease_until takes it back
     return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT, worker=worker or "",
                 reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
