@@ -15,7 +15,7 @@ from typing import Any
 from skiplock import enqueue_many
 from tests.browser.conftest import log_in
 from tests.browser.test_accessibility import AXE
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 RECT = "e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, " \
        "bottom: r.bottom, width: r.width, height: r.height}; }"
@@ -63,7 +63,7 @@ def test_charts_fill_the_page_keep_their_labels_and_scale_each_queue(page: Any, 
 def test_phone_cards_keep_worker_actions_and_fire_times_on_screen(page: Any, console: Any, conn: Any,
                                                                  spawn_worker: Any) -> None:
     enqueue_many([("t1", {"sleep_after": 120, "n": n}) for n in range(3)])
-    spawn_worker(SKIPLOCK_TASKS="tests.handlers,tests.recurring_handlers", SKIPLOCK_QUEUES="t1,rtick")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.handlers,tests.support.recurring_handlers", SKIPLOCK_QUEUES="t1,rtick")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running' AND queue = 't1'") == 3,
              timeout=60, message="three running jobs")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM recurring_slots") >= 1, timeout=60, message="a fired slot")

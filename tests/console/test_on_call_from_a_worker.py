@@ -17,7 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from skiplock import enqueue
 from skiplock.services.reaper import Reaper
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 LONG = {"SKIPLOCK_LEASE_SECONDS": "600", "SKIPLOCK_QUEUES": "slow"}
 
@@ -106,7 +106,7 @@ def test_actions_on_running_jobs_and_queues_confirm_first(admin: Any, conn: Any,
 
 
 def test_a_schedule_whose_runs_die_shows_them_and_is_flagged(admin: Any, conn: Any, spawn_worker: Any) -> None:
-    spawn_worker(SKIPLOCK_TASKS="tests.recurring_dying", SKIPLOCK_QUEUES="rdie")
+    spawn_worker(SKIPLOCK_TASKS="tests.support.recurring_dying", SKIPLOCK_QUEUES="rdie")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'rdie' AND status = 'dead'") >= 3,
              timeout=60, message="three dead runs of the schedule")
     html = admin.get("/recurring/").get_data(as_text=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from skiplock import enqueue_many
 from skiplock.core.run_times import BOUNDS, percentile
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def test_percentiles_of_a_histogram() -> None:

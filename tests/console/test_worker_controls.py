@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from skiplock import enqueue
-from tests.helpers import scalar, wait_for
+from tests.support.helpers import scalar, wait_for
 
 
 def test_quiet_then_stop_a_worker_from_the_console(admin: Any, conn: Any, spawn_worker: Any) -> None:
