@@ -306,6 +306,11 @@ WITH recent AS (
      LIMIT %(scan)s
 )
 SELECT queue, error, min(headline) AS example, count(*) AS n, max(finished_at) AS last_at,
+       -- first seen (within what was read) and the trend: the last hour against the hour before
+       min(finished_at) AS first_at,
+       count(*) FILTER (WHERE finished_at >= now() - interval '1 hour') AS last_hour,
+       count(*) FILTER (WHERE finished_at >= now() - interval '2 hours'
+                          AND finished_at < now() - interval '1 hour') AS hour_before,
        (SELECT count(*) FROM recent) AS scanned
   FROM recent
  GROUP BY 1, 2

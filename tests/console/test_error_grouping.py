@@ -75,3 +75,21 @@ def test_a_worker_makes_one_group_per_bug(admin: Any, conn: Any, spawn_worker: A
     assert [(g.replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">"), int(n)) for g, n in counts] == [
         ("ValueError: customer cus_<n> has no default payment method", 30), ("KeyError: 'phone'", 3),
         ("KeyError: 'email'", 2)]
+
+
+def test_each_group_says_when_it_was_first_and_last_seen_and_its_trend(admin: Any, conn: Any,
+                                                                       spawn_worker: Any) -> None:
+    enqueue_many([{"queue": "orders", "payload": {"kind": "customer", "order": 18000 + n}, "max_attempts": 1}
+                  for n in range(4)])
+    worker = spawn_worker(SKIPLOCK_TASKS="tests.support.failing_handlers", SKIPLOCK_QUEUES="orders")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == 4, timeout=60,
+             message="four dead jobs")
+    worker.terminate()
+    html = admin.get("/dead/?queue=orders").get_data(as_text=True)
+    row = re.search(r'cus_&lt;n&gt; has no default payment method</a>.*?</tr>', html, re.S)
+    assert row, html
+    first, last = (conn.execute("SELECT min(finished_at), max(finished_at) FROM jobs WHERE status = 'dead'")
+                   .fetchone())
+    assert f'<td class="first-seen">{first:%Y-%m-%d %H:%M:%S}' in row.group(0)
+    assert f'<td class="last-seen">{last:%Y-%m-%d %H:%M:%S}' in row.group(0)
+    assert 'data-trend="new"' in row.group(0)  # all four in the last hour, none before
