@@ -33,7 +33,7 @@ def locked_for(user: str) -> int:
 def standing(user: str) -> tuple[int, bool]:
     """(seconds until this name or client may try again, 0 when not locked; whether failures are counted).
     One read, so HTTP Basic, which checks on every request, clears counters only when there are some."""
-    with connection() as conn:
+    with connection(primary=True) as conn:  # the counters live on the primary
         row = conn.execute("SELECT extract(epoch FROM max(locked_until) FILTER (WHERE locked_until > now()) - now()), "
                            "count(*) > 0 FROM login_failures WHERE key = ANY(%s)", (_keys(user),)).fetchone()
     wait = math.ceil(row[0]) if row and row[0] is not None else 0
@@ -46,7 +46,7 @@ def record_failure(user: str, via: str = "form") -> list[str]:
     limit = int(current_app.config.get("LOGIN_MAX_FAILURES", 5))
     window = int(current_app.config.get("LOGIN_LOCKOUT_SECONDS", 300))
     locked: list[str] = []
-    with connection() as conn:
+    with connection(primary=True) as conn:  # the counters live on the primary
         # one statement per key, atomic under concurrent workers; failures older than the window restart at 1
         for key in _keys(user):
             conn.execute(
@@ -73,5 +73,5 @@ def record_failure(user: str, via: str = "form") -> list[str]:
 
 def clear(user: str) -> None:
     """A good login forgets the failures of this name and this address."""
-    with connection() as conn:
+    with connection(primary=True) as conn:  # the counters live on the primary
         conn.execute("DELETE FROM login_failures WHERE key = ANY(%s)", (_keys(user),))

@@ -59,7 +59,7 @@ _lock = threading.Lock()
 
 
 def _run_and_remember() -> list[Check]:
-    with db.connection() as conn:
+    with db.connection(primary=True) as conn:  # the checks describe the primary, where the queue runs
         checks = run_checks(conn, load_settings())
     with _lock:
         _last[id(current_app)] = (time.monotonic(), checks)

@@ -138,7 +138,7 @@ def audit(action: str, count: int, conn: psycopg.Connection | None = None, **det
     if conn is not None:
         audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count, row)
         return
-    with connection() as own:
+    with connection(primary=True) as own:
         audit_trail.record(own, str(g.get("user")), g.get("role"), action, count, row)
 
 
@@ -181,6 +181,8 @@ def _template_globals() -> dict[str, Any]:
         # mounted in a host app: the host owns login and logout
         "mounted": bool(current_app.config.get("AUTH_HOOK")),
         "user": g.get("user"),
+        # set when the page read from SKIPLOCK_CONSOLE_READ_URL (webapp/db.py): how stale it may be
+        "replica_lag": g.get("replica_lag"),
         "role": g.get("role"),
     }
 

@@ -40,9 +40,7 @@ WIDTHS = ((1440, 900), (390, 844))
 
 
 def _url(admin_url: str, name: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(admin_url)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**info)
+    return psycopg.conninfo.make_conninfo(admin_url, dbname=name)
 
 
 def _wait(check: Callable[[], Any], what: str, timeout: float = 120.0) -> None:
