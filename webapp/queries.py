@@ -272,6 +272,36 @@ SELECT t.queue, b.counts, t.runs, t.sum_s, t.max_s
  ORDER BY t.queue
 """
 
+# ---- "What changed?" on the overview (webapp/changed.py) --------------------------------------------
+
+# Per queue: runs and failures (retried or dead) in the last hour and in the 24 hours before it, and the
+# first minute of the last hour with a failure.
+CHANGED_RATES = """
+SELECT queue,
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0),
+       coalesce(sum(retried + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0),
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0),
+       coalesce(sum(retried + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0),
+       min(minute) FILTER (WHERE minute >= now() - interval '1 hour' AND retried + dead > 0)
+  FROM job_stats
+ WHERE minute >= now() - interval '25 hours'
+ GROUP BY queue
+"""
+# Error groups of the last hour's dead jobs (the newest %(scan)s) that no dead job of the 24 hours before
+# had: new bugs. Each "before" probe is one walk of jobs_dead_group_idx.
+CHANGED_NEW_GROUPS = """
+SELECT r.queue, r.error_group, min(r.finished_at) AS first_at, count(*) AS n
+  FROM (SELECT queue, error_group, finished_at FROM jobs
+         WHERE status = 'dead' AND finished_at >= now() - interval '1 hour'
+         ORDER BY finished_at DESC LIMIT %(scan)s) r
+ WHERE r.error_group IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM jobs o WHERE o.status = 'dead' AND o.queue = r.queue AND o.error_group = r.error_group
+          AND o.finished_at >= now() - interval '25 hours' AND o.finished_at < now() - interval '1 hour')
+ GROUP BY 1, 2
+ ORDER BY n DESC
+ LIMIT 5
+"""
+
 # ---- recurring -------------------------------------------------------------------------------
 
 RECENT_RUNS_PER_SCHEDULE = 5
