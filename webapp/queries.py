@@ -278,10 +278,10 @@ SELECT t.queue, b.counts, t.runs, t.sum_s, t.max_s
 # first minute of the last hour with a failure.
 CHANGED_RATES = """
 SELECT queue,
-       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0),
-       coalesce(sum(retried + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0),
-       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0),
-       coalesce(sum(retried + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0),
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(retried + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(retried + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
        min(minute) FILTER (WHERE minute >= now() - interval '1 hour' AND retried + dead > 0)
   FROM job_stats
  WHERE minute >= now() - interval '25 hours'

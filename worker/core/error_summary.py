@@ -7,8 +7,8 @@ is the same for every error. Its *group* is the exception class plus the message
 that vary per job masked (ids of every shape, emails, times, free text in quotes, a URL's ids and
 query), so 500 timeouts to 500 different orders make one group, while the words that name the bug
 (exception class, key and field names) stay, so KeyError: 'email' and KeyError: 'phone' do not merge.
-Both are written with last_error, by the same
-fenced statement, so the console groups and filters on stored columns.
+Both are written with last_error, by the same fenced statement, so the console groups and filters on
+stored columns. Rows grouped by an older version of these rules keep their stored group.
 
 >>> headline('Traceback (most recent call last):\\n  File "x.py", line 1, in f\\nKeyError: \\'sku-991\\'')
 "KeyError: 'sku-991'"
