@@ -413,7 +413,7 @@ def check_workflows(conn: psycopg.Connection, settings: Settings, grace: float |
                  "for what finished these jobs outside skiplock (a hand-written UPDATE or DELETE of jobs).",
                  details)
 
-# ---- 8. workers that stopped heartbeating, and jobs the reaper took back ----------------------------
+# ---- 9. workers that stopped heartbeating, and jobs the reaper took back ----------------------------
 
 # Workers whose row is older than a live worker's, with the jobs they still hold (orphans).
 STALE_WORKERS = """
@@ -459,7 +459,7 @@ def check_workers(conn: psycopg.Connection, settings: Settings) -> Check:
                  "again and again kills its worker: its page shows each attempt.", details)
 
 
-# ---- 9. recurring schedules whose last run died ------------------------------------------------------
+# ---- 10. recurring schedules whose last run died ------------------------------------------------------
 
 # Each enabled schedule's newest finished run: its slot's job is dead (recurring_slots keeps the job id;
 # a job that is gone succeeded and was not kept). Runs still queued or running are skipped.
