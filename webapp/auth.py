@@ -59,17 +59,33 @@ def check_credentials(accounts: list[Account], user: str, password: str) -> Acco
     return found
 
 
-def _identify() -> Account | None:
+def _identify() -> Account | Response | None:
     accounts = current_app.config["ACCOUNTS"]
     # HTTP Basic for scripts and curl; the login form's session for browsers
     if request.authorization and request.authorization.type == "basic":
-        auth = request.authorization
-        return check_credentials(accounts, auth.username or "", auth.password or "")
+        return _basic(accounts, request.authorization.username or "", request.authorization.password or "")
     user = session.get("user")
     for account in accounts:
         if account.user == user and session.get("role") == account.role:
             return account
     return None
+
+
+def _basic(accounts: list[Account], user: str, password: str) -> Account | Response | None:
+    """HTTP Basic, throttled like the login form: the same counters per user name and per client address,
+    429 with Retry-After while locked (even with the right password), a lockout in the audit trail."""
+    wait, counted = login_limit.standing(user)
+    if wait:
+        log.warning("refused basic auth for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
+        return Response(f"Too many failed logins. Try again in {wait} seconds.\n", 429,
+                        {"Retry-After": str(wait)}, mimetype="text/plain")
+    account = check_credentials(accounts, user, password)
+    if account is None:
+        log.warning("failed basic auth for user %r from %s", user, request.remote_addr)
+        login_limit.record_failure(user, via="basic")
+    elif counted:
+        login_limit.clear(user)
+    return account
 
 
 # What a host app's authorize hook may call its roles (see skiplock.webapp.mount).
@@ -110,6 +126,8 @@ def guard() -> Response | None:
                             mimetype="text/plain")
     else:
         account = _identify()
+        if isinstance(account, Response):
+            return account  # locked out
         g.user, g.role = (account.user, account.role) if account else (None, None)
     if endpoint in PUBLIC_ENDPOINTS:
         if endpoint == "ops.metrics":
@@ -192,7 +210,7 @@ def login() -> ResponseReturnValue:
     account = check_credentials(current_app.config["ACCOUNTS"], user, request.form.get("password", ""))
     if account is None:
         log.warning("failed login for user %r from %s", user, request.remote_addr)
-        login_limit.record_failure(user)
+        login_limit.record_failure(user, via="form")
         return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
     login_limit.clear(user)
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation

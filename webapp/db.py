@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from flask import Flask, current_app
+from flask import Flask, current_app, g, has_request_context, request
 from psycopg_pool import ConnectionPool
 
 from skiplock.core.config import validate_database_url
@@ -14,6 +14,9 @@ from skiplock.core.db import connect_kwargs
 from skiplock.core.deadline import WATCHDOG, db_deadline
 
 EXTENSION = "skiplock_pool"
+READ_EXTENSION = "skiplock_read_pool"  # SKIPLOCK_CONSOLE_READ_URL's pool, when one is configured
+# How far behind the primary the standby has replayed (NULL on a server that is not a standby).
+REPLICA_LAG = "SELECT pg_is_in_recovery(), extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8"
 HOST_OWNED = "skiplock_pool_is_the_hosts"
 
 # Session settings for the console's connections. JIT off: the console's statements are short, and
@@ -31,13 +34,21 @@ def init_app(app: Flask) -> None:
         app.extensions[HOST_OWNED] = True
         return
     url = validate_database_url(app.config["DATABASE_URL"])
+    app.extensions[EXTENSION] = _pool(app, url, "skiplock-web")
+    if app.config.get("READ_URL"):
+        # GET pages read from the standby; every action, audit row and login counter uses the primary
+        app.extensions[READ_EXTENSION] = _pool(app, validate_database_url(app.config["READ_URL"]), "skiplock-web-read")
+    app.config.setdefault("DB_DEADLINE", db_deadline())
+
+
+def _pool(app: Flask, url: str, name: str) -> ConnectionPool:
     pool = ConnectionPool(
         url,
         min_size=1,
         max_size=max(int(app.config.get("POOL_SIZE", 4)), 1),
         # autocommit: every statement is its own short transaction, never "idle in transaction"
-        kwargs={"autocommit": True, **connect_kwargs("skiplock-web"), "options": SESSION_OPTIONS},
-        name="skiplock-web",
+        kwargs={"autocommit": True, **connect_kwargs(name), "options": SESSION_OPTIONS},
+        name=name,
         # one cheap round trip per request buys no error page after a database restart: a
         # connection the server dropped is replaced before a view ever sees it
         check=_check_connection,
@@ -46,8 +57,7 @@ def init_app(app: Flask) -> None:
     )
     # no waiting: a console started before its database still starts, and says so on /healthz
     pool.open(wait=False)
-    app.extensions[EXTENSION] = pool
-    app.config.setdefault("DB_DEADLINE", db_deadline())
+    return pool
 
 
 def _check_connection(conn: psycopg.Connection) -> None:
@@ -61,12 +71,27 @@ def get_pool(app: Flask | None = None) -> ConnectionPool:
     return (app or current_app).extensions[EXTENSION]
 
 
+def _read_pool(primary: bool) -> ConnectionPool | None:
+    """The standby's pool for this borrow: only for a GET or HEAD request that did not ask for the primary."""
+    if primary or not has_request_context() or request.method not in ("GET", "HEAD"):
+        return None
+    pool: ConnectionPool | None = current_app.extensions.get(READ_EXTENSION)
+    return pool
+
+
 @contextmanager
-def connection() -> Iterator[psycopg.Connection]:
-    """Borrow an autocommit connection from the pool for one request's statements."""
+def connection(primary: bool = False) -> Iterator[psycopg.Connection]:
+    """Borrow an autocommit connection for one request's statements: from the standby
+    (SKIPLOCK_CONSOLE_READ_URL) for a read-only page, else from the primary. `primary=True` for
+    anything that writes, or that must see the latest writes (login counters, Health)."""
     deadline = float(current_app.config.get("DB_DEADLINE", 0) or 0)
-    with get_pool().connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn, \
+    read = _read_pool(primary)
+    with (read or get_pool()).connection(timeout=float(current_app.config.get("POOL_TIMEOUT", 5.0))) as conn, \
             WATCHDOG.guard(conn, deadline):
+        if read is not None and "replica_lag" not in g:
+            # said once per page: how old what it shows may be (templates/layout.html)
+            standby, lag = conn.execute(REPLICA_LAG).fetchone() or (False, None)
+            g.replica_lag = {"standby": bool(standby), "seconds": lag}
         if conn.autocommit:
             yield conn
             return
@@ -81,6 +106,9 @@ def connection() -> Iterator[psycopg.Connection]:
 
 def close_app(app: Flask) -> None:
     """Close the app's pool (tests, and processes that build throwaway apps)."""
+    read = app.extensions.pop(READ_EXTENSION, None)
+    if read is not None:
+        read.close()
     pool = app.extensions.pop(EXTENSION, None)
     if pool is not None and not app.extensions.pop(HOST_OWNED, False):
         pool.close()

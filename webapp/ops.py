@@ -7,12 +7,16 @@ numbers come from SQL run at scrape time through the console's pool (worker/moni
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+import threading
+import time
+from typing import Any
+
+from flask import Blueprint, Response, current_app
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from skiplock.core.config import load_settings
-from skiplock.monitor.doctor import FAIL, WARN, run_checks
+from skiplock.monitor.doctor import FAIL, WARN, Check, run_checks
 from skiplock.monitor.metrics import SkiplockCollector, render
 from skiplock.webapp import db
 from skiplock.webapp.web import page
@@ -30,10 +34,49 @@ def metrics() -> ResponseReturnValue:
 
 @bp.route("/health")
 def health() -> ResponseReturnValue:
-    """The doctor's checks as a page (or its self-refreshing fragment)."""
-    with db.connection() as conn:
+    """The doctor's checks as a page (or its self-refreshing fragment), the verdict first."""
+    checks = _run_and_remember()
+    worst = _worst(checks)
+    return page("health.html", "_health.html", checks=checks, tables=[_tables(c) for c in checks], worst=worst,
+                failing=[c.name for c in checks if c.status == FAIL],
+                warning=[c.name for c in checks if c.status == WARN])
+
+
+@bp.route("/health/badge")
+def badge() -> ResponseReturnValue:
+    """The nav link's badge: the worst status of the checks, at most BADGE_TTL seconds old (the checks run
+    EXPLAIN and pg_stat reads: too much for every page view, so pages load the badge on their own)."""
+    cached = _last.get(id(current_app))
+    checks = cached[1] if cached and time.monotonic() - cached[0] < BADGE_TTL else _run_and_remember()
+    worst = _worst(checks)
+    bad = sum(1 for c in checks if c.status == worst) if worst != "ok" else 0
+    return page("_health_badge.html", "_health_badge.html", worst=worst, bad=bad)
+
+
+BADGE_TTL = 15.0  # seconds a nav badge may lag the Health page
+_last: dict[int, tuple[float, list[Check]]] = {}  # app id -> (monotonic time, checks): one entry per app
+_lock = threading.Lock()
+
+
+def _run_and_remember() -> list[Check]:
+    with db.connection(primary=True) as conn:  # the checks describe the primary, where the queue runs
         checks = run_checks(conn, load_settings())
-    worst = FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else "ok"
-    # the union of the detail rows' keys, in first-seen order, is each check's table header
-    columns = [list(dict.fromkeys(k for d in c.details for k in d)) for c in checks]
-    return page("health.html", "_health.html", checks=checks, columns=columns, worst=worst)
+    with _lock:
+        _last[id(current_app)] = (time.monotonic(), checks)
+    return checks
+
+
+def _worst(checks: list[Check]) -> str:
+    return FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else "ok"
+
+
+def _tables(check: Check) -> list[dict[str, Any]]:
+    """A check's detail rows as tables, one per kind of row (rows with the same keys): settings and index
+    sizes, or stopped workers and reaped counts, are different tables, not one with empty cells."""
+    tables: list[dict[str, Any]] = []
+    for row in check.details:
+        keys = list(row)
+        if not tables or tables[-1]["keys"] != keys:
+            tables.append({"keys": keys, "rows": []})
+        tables[-1]["rows"].append(row)
+    return tables

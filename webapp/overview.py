@@ -12,6 +12,7 @@ import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
+from skiplock.core.status import LIVE_WORKER_SECONDS
 from skiplock.monitor import why
 from skiplock.webapp import charts, db, filters, queries
 from skiplock.webapp.web import page
@@ -65,6 +66,8 @@ class Summary:
     dead: int
     capped: bool
     jobs_per_s: float
+    workers_live: int = 0
+    workers_stale: int = 0
 
 
 def capped(n: int, cap: int | None = None) -> str:
@@ -137,11 +140,12 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
         series = stats.get(name, _empty(len(buckets)))
         rows.append(QueueRow(name, ready, scheduled, running, dead, None if oldest is None else float(oldest),
                              p99, estimated, paused, name in unserved, _per_minute(series, seconds), series))
-    # one scale for every sparkline: the tallest bar of any queue
-    shared = max((sum(r.series[s][i] for s in charts.SERIES) for r in rows for i in range(len(buckets))), default=0)
+    # each sparkline on its own scale (printed beside it): on one shared scale a queue of 10 jobs a
+    # minute beside one of 10,000 drew nothing at all, failures included
     for r in rows:
-        r.chart = charts.stacked(r.series, buckets, r.queue, width=180, height=28, top=shared, ticks=2)
-    return rows, charts.stacked(total, buckets, "all queues", width=600, height=80), now
+        r.chart = charts.stacked(r.series, buckets, r.queue, width=180, height=28, ticks=2)
+    # the big chart is drawn 1,000 units wide and scaled to the page by CSS
+    return rows, charts.stacked(total, buckets, "all queues", width=1000, height=150), now
 
 
 def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
@@ -151,10 +155,11 @@ def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
     cur, prev, into = conn.execute(queries.LIVE_RATE).fetchone()  # type: ignore[misc]
     # the last 60 s: this minute so far, plus the part of the previous minute still inside the window
     rate = (float(cur) + float(prev) * max(60.0 - float(into), 0.0) / 60.0) / 60.0
+    live, stale = conn.execute(queries.WORKER_COUNTS, {"live": LIVE_WORKER_SECONDS}).fetchone()  # type: ignore[misc]
     return Summary(int(today[0]), int(today[1]), int(retrying[0]), int(retrying[1]) >= RETRYING_SCAN,
                    sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
                    sum(r.dead for r in rows),
-                   any(max(r.ready, r.scheduled, r.dead) > COUNT_CAP for r in rows), rate)
+                   any(max(r.ready, r.scheduled, r.dead) > COUNT_CAP for r in rows), rate, int(live), int(stale))
 
 
 @bp.route("/")

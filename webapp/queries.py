@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from skiplock.core import queries as _core_queries
+from skiplock.core.run_times import BOUNDS as _RUN_TIME_BOUNDS
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
 # jump from one queue name to the next instead of reading every row), running jobs, paused
@@ -122,13 +123,20 @@ SELECT count(*) FILTER (WHERE attempts > 0), count(*)
   FROM (SELECT attempts FROM jobs WHERE status = 'queued' AND run_at > now() LIMIT %(scan)s) s
 """
 
+# Live and stale worker processes (live: heartbeat within %(live)s s), for the overview's summary.
+WORKER_COUNTS = """
+SELECT count(*) FILTER (WHERE last_seen > now() - make_interval(secs => %(live)s)),
+       count(*) FILTER (WHERE last_seen <= now() - make_interval(secs => %(live)s))
+  FROM workers
+"""
+
 # The database's clock, so every age on a page is measured from the same instant.
 NOW = "SELECT now()"
 
 # ---- queue page: one status, keyset pages -----------------------------------------------------
 
 _JOB_COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,
-       lease_until, attempts, max_attempts, unique_key, worker_id,
+       lease_until, attempts, max_attempts, unique_key, worker_id, lock_key, tenant, version,
        {_core_queries.ERROR_LINE} AS error_line, left(payload::text, 200) AS payload_head"""
 
 # Filters shared by the list statements: one id, and text in unique_key/payload/last_error.
@@ -220,14 +228,91 @@ SELECT {cursor} FROM jobs
 # ---- long-runners -----------------------------------------------------------------------------
 
 # Running jobs by runtime (the seed's long-runners, including expired leases the reaper is about to take).
+# A job whose worker stopped heartbeating (row gone or last_seen older than %(stale_after)s s) is
+# orphaned: nothing extends its lease, and the reaper takes it back once lease_until has passed.
 LONG_RUNNERS = """
-SELECT id, queue, extract(epoch FROM now() - started_at) AS runtime_s, attempts, max_attempts, worker_id,
-       extract(epoch FROM lease_until - now()) AS lease_left_s, left(payload::text, 120) AS payload_head,
-       progress, progress_message  -- job.progress() (migration 026)
-  FROM jobs
- WHERE status = 'running' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
- ORDER BY started_at, id
+SELECT j.id, j.queue, extract(epoch FROM now() - j.started_at) AS runtime_s, j.attempts, j.max_attempts,
+       j.worker_id, extract(epoch FROM j.lease_until - now()) AS lease_left_s, j.lease_until,
+       left(j.payload::text, 120) AS payload_head, j.lock_key, j.tenant, j.version,
+       j.cancel_requested_at, j.cancel_requested_by, j.progress, j.progress_message,  -- progress: migration 026
+       (w.id IS NULL OR w.last_seen < now() - make_interval(secs => %(stale_after)s)) AS orphaned,
+       w.last_seen AS worker_last_seen
+  FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+ WHERE j.status = 'running' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+   AND (%(worker)s::text IS NULL OR j.worker_id = %(worker)s::text)
+ ORDER BY j.started_at, j.id
  LIMIT %(limit)s
+"""
+
+# The chosen jobs that are running now, for the confirmation of a release or a cancel.
+RUNNING_CHOSEN = """
+SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
+       extract(epoch FROM now() - started_at) AS runtime_s, cancel_requested_at IS NOT NULL AS cancel_pending
+  FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+ ORDER BY id
+"""
+
+# ---- run times (migration 028) -------------------------------------------------------------------
+
+# Per queue over the last %(seconds)s: the run-time histogram summed bucket by bucket over every
+# worker's minutes (one sum per bucket in a single pass: an unnest of every row's array cost 20x more
+# at a day of 10 workers' minutes), the number of runs, their total and the longest
+# (worker/core/run_times.py).
+_BUCKET_SUMS = ", ".join(f"sum(counts[{i}])::bigint" for i in range(1, len(_RUN_TIME_BOUNDS) + 2))
+RUN_TIMES = f"""
+SELECT queue, ARRAY[{_BUCKET_SUMS}] AS counts, sum(total)::bigint AS runs, sum(sum_s) AS sum_s, max(max_s) AS max_s
+  FROM job_runtimes
+ WHERE minute >= now() - make_interval(secs => %(seconds)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ GROUP BY queue
+ ORDER BY queue
+"""
+
+# ---- "What changed?" on the overview (webapp/changed.py) --------------------------------------------
+
+# Per queue: runs and failures (retried or dead) in the last hour and in the 24 hours before it, and the
+# first minute of the last hour with a failure.
+CHANGED_RATES = """
+SELECT queue,
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(retried + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(retried + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
+       min(minute) FILTER (WHERE minute >= now() - interval '1 hour' AND retried + dead > 0)
+  FROM job_stats
+ WHERE minute >= now() - interval '25 hours'
+ GROUP BY queue
+"""
+# Error groups of the last hour's dead jobs (the newest %(scan)s) that no dead job of the 24 hours before
+# had: new bugs. Each "before" probe is one walk of jobs_dead_group_idx.
+CHANGED_NEW_GROUPS = """
+SELECT r.queue, r.error_group, min(r.finished_at) AS first_at, count(*) AS n
+  FROM (SELECT queue, error_group, finished_at FROM jobs
+         WHERE status = 'dead' AND finished_at >= now() - interval '1 hour'
+         ORDER BY finished_at DESC LIMIT %(scan)s) r
+ WHERE r.error_group IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM jobs o WHERE o.status = 'dead' AND o.queue = r.queue AND o.error_group = r.error_group
+          AND o.finished_at >= now() - interval '25 hours' AND o.finished_at < now() - interval '1 hour')
+ GROUP BY 1, 2
+ ORDER BY n DESC
+ LIMIT 5
+"""
+
+# ---- recurring -------------------------------------------------------------------------------
+
+RECENT_RUNS_PER_SCHEDULE = 5
+# Each schedule's last slots with the outcome of their job (recurring_slots' primary key walks each
+# schedule's slots newest first; jobs by primary key). No job row: it succeeded and was not kept
+# (history mode delete), or was purged.
+RECURRING_RUNS = """
+SELECT s.name, r.fire_at, r.job_id, r.manual, j.status::text AS status, j.error_headline,
+       extract(epoch FROM coalesce(j.finished_at, CASE WHEN j.status = 'running' THEN now() END) - j.started_at)
+           AS duration_s
+  FROM recurring_schedules s
+ CROSS JOIN LATERAL (SELECT fire_at, job_id, manual FROM recurring_slots
+                      WHERE name = s.name ORDER BY fire_at DESC LIMIT %(per)s) r
+  LEFT JOIN jobs j ON j.id = r.job_id
+ ORDER BY s.name, r.fire_at DESC
 """
 
 # ---- dead letters -----------------------------------------------------------------------------
@@ -247,6 +332,11 @@ WITH recent AS (
      LIMIT %(scan)s
 )
 SELECT queue, error, min(headline) AS example, count(*) AS n, max(finished_at) AS last_at,
+       -- first seen (within what was read) and the trend: the last hour against the hour before
+       min(finished_at) AS first_at,
+       count(*) FILTER (WHERE finished_at >= now() - interval '1 hour') AS last_hour,
+       count(*) FILTER (WHERE finished_at >= now() - interval '2 hours'
+                          AND finished_at < now() - interval '1 hour') AS hour_before,
        (SELECT count(*) FROM recent) AS scanned
   FROM recent
  GROUP BY 1, 2
@@ -261,13 +351,13 @@ SELECT id, queue, status::text, priority, run_at, created_at, started_at, finish
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
        run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012 (issue 14)
        workflow_id, batch_id, waiting_on, progress, progress_message, progress_at,  -- migration 026
-       now() AS now
+       lock_key, tenant, version, cancel_requested_at, cancel_requested_by, now() AS now
   FROM jobs WHERE id = %(id)s
 """
 
 # Live and recently seen workers; `stale` when the heartbeat is older than %(stale_after)s seconds.
 WORKERS = """
-SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen,
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, command, command_by, command_at,
        extract(epoch FROM now() - last_seen) AS seen_ago_s,
        last_seen < now() - make_interval(secs => %(stale_after)s) AS stale
   FROM workers

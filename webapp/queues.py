@@ -17,7 +17,7 @@ from skiplock.core.status import JobStatus
 from skiplock.monitor import why
 from skiplock.webapp import db, filters, queries
 from skiplock.webapp.overview import COUNT_CAP, capped
-from skiplock.webapp.web import audit, page
+from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
 
@@ -158,11 +158,13 @@ def pause(name: str) -> ResponseReturnValue:
     queue = filters.queue(name) or abort(404)
     with db.connection() as conn:
         known = conn.execute(queries.QUEUE_KNOWN, {"queue": queue}).fetchone()
+        if not confirmed():
+            return _confirm_pause(conn, queue, bool(known and known[0]))
         if not (known and known[0]) and filters.arg("unknown_ok") != "yes":
-            # a typo (/queues/imagse) must not create a phantom paused queue: refuse, and say how to
-            # pause a queue ahead of its first job on purpose
+            # a typo (/queues/imagse) must not create a phantom paused queue: refuse, unless the
+            # confirmation page (which said the queue is unknown) asked for exactly that
             flash(f"Queue {queue} has no jobs, no worker serves it and no schedule feeds it, so it was not "
-                  "paused (a typo?). To pause it before its first job, tick \"pause a new queue\" and pause again.",
+                  "paused (a typo?). To pause it before its first job, confirm the pause on its confirmation page.",
                   "error")
             return redirect(url_for("queues.show", name=queue), 303)
         with conn.transaction():  # the pause and its audit row commit together
@@ -171,6 +173,21 @@ def pause(name: str) -> ResponseReturnValue:
     flash(f"Queue {queue} paused: no worker claims its jobs until it is resumed." if changed
           else f"Queue {queue} was already paused.")
     return redirect(url_for("queues.show", name=queue), 303)
+
+
+def _confirm_pause(conn: psycopg.Connection, queue: str, known: bool) -> ResponseReturnValue:
+    """Say what pausing this queue does (with its counts) before doing it."""
+    stats = _tab_counts(conn, queue)
+    explain = [f"No worker claims a job of queue {queue} until it is resumed: its {capped(stats['ready'])} ready "
+               f"and {capped(stats['scheduled'])} scheduled job(s) wait, and producers can still enqueue.",
+               f"Its {stats['running']} running job(s) are not stopped: they finish normally."]
+    fields: list[tuple[str, str]] = []
+    if not known:
+        explain.append(f"Queue {queue} has no jobs yet, no worker serves it and no schedule feeds it (a typo?). "
+                       "Confirming pauses it ahead of its first job.")
+        fields.append(("unknown_ok", "yes"))
+    return confirm_page("pause", f"Pause queue {queue}?", explain, url_for("queues.pause", name=queue), fields,
+                        f"Yes, pause {queue}", url_for("queues.show", name=queue))
 
 
 @bp.route("/<path:name>/resume", methods=["POST"])

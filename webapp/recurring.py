@@ -3,11 +3,14 @@ with pause, resume and run now (all through skiplock.recurring_defs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
+from psycopg.rows import dict_row
 
 from skiplock import recurring_defs as recurring
-from skiplock.webapp import db
+from skiplock.webapp import db, queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
@@ -18,7 +21,23 @@ def index() -> ResponseReturnValue:
     """Every schedule (from recurring_schedules)."""
     with db.connection() as conn:
         schedules = sorted(recurring.list_schedules(conn), key=lambda s: str(s.get("name")))
-    return page("recurring.html", "_recurring.html", schedules=schedules)
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(queries.RECURRING_RUNS, {"per": queries.RECENT_RUNS_PER_SCHEDULE}).fetchall()
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        runs.setdefault(row["name"], []).append(row)
+    return page("recurring.html", "_recurring.html", schedules=schedules, runs=runs,
+                last_died={name: last_outcome(r) == "dead" for name, r in runs.items()})
+
+
+def last_outcome(runs: list[dict[str, Any]]) -> str | None:
+    """The outcome of a schedule's newest run that has one (queued and running runs have none yet);
+    a run whose job is gone finished without a dead letter."""
+    for run in runs:  # newest first
+        if run["status"] in ("queued", "running"):
+            continue
+        return run["status"] or "gone"
+    return None
 
 
 @bp.route("/<path:name>/<action>", methods=["POST"])

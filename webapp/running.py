@@ -7,9 +7,10 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import core
-from skiplock.core.status import JobStatus
-from skiplock.webapp import db, filters, queries
-from skiplock.webapp.web import audit, page
+from skiplock.core.config import Settings
+from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
+from skiplock.webapp import db, filters, queries, runtimes
+from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("running", __name__, url_prefix="/running")
 
@@ -20,9 +21,18 @@ LIMIT = 200
 def index() -> ResponseReturnValue:
     """Running jobs, longest first (capped at LIMIT rows)."""
     queue = filters.queue(filters.arg("queue"))
+    worker = filters.text(filters.arg("worker"))  # the Workers page links each worker to its jobs
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT}).fetchall()
-    return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT)
+        rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
+                                                  "stale_after": LIVE_WORKER_SECONDS}).fetchall()
+        # "long" against the task's own p95 of the last hour (an hour of minutes keeps this read small)
+        p95 = runtimes.p95_by_queue(conn) if rows else {}
+    for row in rows:
+        row["p95_s"] = p95.get(row["queue"])
+        row["runtime_s"] = float(row["runtime_s"])  # extract() gives numeric; the ratio divides by a float
+    # an orphan's lease is no longer extended: the reaper's first pass after lease_until takes it back
+    return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT, worker=worker or "",
+                reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
 
 
 @bp.route("/release", methods=["POST"])
@@ -31,6 +41,8 @@ def release() -> ResponseReturnValue:
     # a row's own button names just that job; "Release selected" sends the ticked boxes
     one = filters.job_id(request.form.get("one"))
     chosen = [one] if one is not None else filters.ids(request.form.getlist("ids"))
+    if not confirmed():
+        return _confirm_release(chosen, one)
     with db.connection() as conn, conn.transaction():  # the release and its audit row commit together
         done = core.release_running(conn, chosen, g.user)
         audit("release running", len(done), conn=conn, ids=chosen[:50])
@@ -40,3 +52,23 @@ def release() -> ResponseReturnValue:
           + (" Their handlers were not stopped: a result they still deliver is refused. Cancel stops a handler."
              if done else ""))
     return redirect(url_for("running.index"), 303)
+
+
+def _confirm_release(chosen: list[int], one: int | None) -> ResponseReturnValue:
+    """Say what a release does to these jobs before doing it."""
+    with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries.RUNNING_CHOSEN, {"ids": chosen}).fetchall()
+    last = sum(1 for r in rows if r["last_attempt"])
+    n = len(rows)
+    title = f"Release job {rows[0]['id']}?" if n == 1 and one is not None else f"Release {n} running job(s)?"
+    explain = [f"{n} of the {len(chosen)} chosen job(s) are running now; "
+               + ("they go" if n != 1 else "it goes") + " back to the queue at once and run again on a free worker"
+               + (f", except {last} on its last attempt, which become{'s' if last == 1 else ''} dead." if last
+                  else "."),
+               "Their handlers are NOT stopped: a handler still running finishes, and its result is refused. "
+               "To stop a handler, use Cancel instead."]
+    if n < len(chosen):
+        explain.append(f"{len(chosen) - n} chosen job(s) are no longer running and will not be changed.")
+    fields = [("one", one)] if one is not None else [("ids", i) for i in chosen]
+    return confirm_page("release", title, explain, url_for("running.release"), fields,
+                        f"Yes, release {n} job{'' if n == 1 else 's'}", url_for("running.index"), possible=n > 0)

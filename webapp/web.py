@@ -112,6 +112,19 @@ def page(template: str, fragment: str, **context: Any) -> Response:
     return response
 
 
+def confirmed() -> bool:
+    """True when the form is the confirmation page's second post (confirm=yes)."""
+    return request.form.get("confirm") == "yes"
+
+
+def confirm_page(kind: str, title: str, explain: list[str], action: str, fields: list[tuple[str, Any]],
+                 button: str, back: str, danger: bool = True, possible: bool = True) -> Response:
+    """The page that says what an action will do before it is done (templates/confirm.html)."""
+    return make_response(render_template("confirm.html", kind=kind, title=title, explain=explain, action=action,
+                                         fields=fields, button=button, back=back, danger=danger,
+                                         possible=possible))
+
+
 def audit(action: str, count: int, conn: psycopg.Connection | None = None, **detail: Any) -> None:
     """Log an operator action (who, what, how many jobs, its parameters) and keep it in the Audit trail.
 
@@ -125,7 +138,7 @@ def audit(action: str, count: int, conn: psycopg.Connection | None = None, **det
     if conn is not None:
         audit_trail.record(conn, str(g.get("user")), g.get("role"), action, count, row)
         return
-    with connection() as own:
+    with connection(primary=True) as own:
         audit_trail.record(own, str(g.get("user")), g.get("role"), action, count, row)
 
 
@@ -168,6 +181,8 @@ def _template_globals() -> dict[str, Any]:
         # mounted in a host app: the host owns login and logout
         "mounted": bool(current_app.config.get("AUTH_HOOK")),
         "user": g.get("user"),
+        # set when the page read from SKIPLOCK_CONSOLE_READ_URL (webapp/db.py): how stale it may be
+        "replica_lag": g.get("replica_lag"),
         "role": g.get("role"),
     }
 

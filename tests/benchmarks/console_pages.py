@@ -68,6 +68,12 @@ BUILD = [
     """INSERT INTO job_stats (minute, queue, worker_id, completed, dead)
        SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-0', 1000 + m, m % 3
          FROM generate_series(0, 59) m, unnest(ARRAY['emails','reports','webhooks','images']) q""",
+    # a day of per-minute run-time histograms (migration 028) from the 10 workers for 4 queues
+    """INSERT INTO job_runtimes (minute, queue, worker_id, counts, total, sum_s, max_s)
+       SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-' || w,
+              ARRAY[0,0,0,5,20,40,20,10,3,1,1,0,0,0,0,0,0,0,0,0,0,0]::bigint[], 100, 9.5, 1.8
+         FROM generate_series(0, 1439) m, unnest(ARRAY['emails','reports','webhooks','images']) q,
+              generate_series(0, 9) w""",
 ]
 
 
@@ -157,6 +163,10 @@ def pages(url: str, error: str = "TimeoutError: upstream took longer than 30s") 
         ("dead groups fragment", "/dead/?window=7d", hx),
         ("job detail", f"/jobs/{dead_id}", {}),
         ("workers", "/workers/", {}),
+        ("run times 1h", "/runtimes/", {}),
+        ("run times 24h", "/runtimes/?range=24h", {}),
+        ("what changed (fragment)", "/changed/", hx),
+        ("recurring", "/recurring/", {}),
         ("healthz", "/healthz", {}),
     ]
 

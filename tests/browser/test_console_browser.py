@@ -84,6 +84,10 @@ def test_pause_a_queue_and_the_worker_stops_taking_its_jobs(page, console, conn,
     log_in(page, console)
     page.goto(console.url + "/queues/t3")
     page.click("button:has-text('Pause queue')")
+    # the confirmation says what a pause does; nothing is paused until it is confirmed (issue 36)
+    page.wait_for_selector("[data-confirm=pause]")
+    assert scalar(conn, "SELECT count(*) FROM paused_queues WHERE queue = 't3'") == 0
+    page.click("button:has-text('Yes, pause t3')")
     page.wait_for_selector("text=Queue t3 paused")
     assert scalar(conn, "SELECT count(*) FROM paused_queues WHERE queue = 't3'") == 1
     paused_jobs = [enqueue("t3", {"n": i}) for i in range(5)]

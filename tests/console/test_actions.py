@@ -84,7 +84,7 @@ def test_confirm_without_as_of_is_400(admin, conn):
 def test_pause_and_resume_queue(admin, conn, caplog):
     conn.execute("INSERT INTO jobs (queue, payload) VALUES ('t1', '{}')")  # a queue with work is known
     with caplog.at_level(logging.INFO, logger="skiplock.console.audit"):
-        assert admin.post("/queues/t1/pause").status_code == 303
+        assert admin.post("/queues/t1/pause", {"confirm": "yes"}).status_code == 303
     assert conn.execute("SELECT queue, paused_by FROM paused_queues").fetchall() == [("t1", "ops-admin")]
     assert "paused" in admin.get("/queues/t1").get_data(as_text=True)
     assert any("pause queue" in r.getMessage() for r in caplog.records)
@@ -96,9 +96,9 @@ def test_release_running_jobs(admin, conn):
     a = make_job(conn, "t1", "running", attempts=1)
     b = make_job(conn, "t1", "running", attempts=5, max_attempts=5)
     c = make_job(conn, "t1", "running", attempts=1)
-    assert admin.post("/running/release", {"ids": [str(a), str(b)]}).status_code == 303
+    assert admin.post("/running/release", {"ids": [str(a), str(b)], "confirm": "yes"}).status_code == 303
     assert (status_of(conn, a), status_of(conn, b), status_of(conn, c)) == ("queued", "dead", "running")
-    assert admin.post("/running/release", {"one": str(c), "ids": [str(a)]}).status_code == 303
+    assert admin.post("/running/release", {"one": str(c), "ids": [str(a)], "confirm": "yes"}).status_code == 303
     assert status_of(conn, c) == "queued"
     error = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (a,)).fetchone()[0]
     assert error.startswith("released by ops-admin from worker w-test")
@@ -186,13 +186,13 @@ def test_recurring_schedules_pause_resume_run(admin, conn):
 
 def test_pausing_a_queue_nobody_knows_is_refused_unless_asked_for(admin, conn):
     """A typo (/queues/imagse) must not create a phantom paused queue."""
-    refused = admin.post("/queues/imagse/pause", follow_redirects=True)
+    refused = admin.post("/queues/imagse/pause", {"confirm": "yes"}, follow_redirects=True)
     assert "was not paused (a typo?)" in refused.get_data(as_text=True)
     assert conn.execute("SELECT count(*) FROM paused_queues").fetchone()[0] == 0
     # a queue with jobs pauses as before
     conn.execute("INSERT INTO jobs (queue, payload) VALUES ('images', '{}')")
-    assert admin.post("/queues/images/pause").status_code == 303
+    assert admin.post("/queues/images/pause", {"confirm": "yes"}).status_code == 303
     assert conn.execute("SELECT queue FROM paused_queues").fetchall() == [("images",)]
     # a new queue, paused on purpose ahead of its first job
-    admin.post("/queues/reports-v2/pause", data={"unknown_ok": "yes"})
+    admin.post("/queues/reports-v2/pause", data={"unknown_ok": "yes", "confirm": "yes"})
     assert conn.execute("SELECT count(*) FROM paused_queues WHERE queue = 'reports-v2'").fetchone()[0] == 1

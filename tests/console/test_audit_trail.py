@@ -12,7 +12,7 @@ def _rows(conn):
 def test_console_actions_are_written_to_the_audit_table(admin, conn):
     job = make_job(conn, "t1", "dead", attempts=5, last_error="boom")
     assert admin.post("/dead/action?action=retry", {"one": str(job)}).status_code == 303
-    assert admin.post("/queues/t1/pause").status_code == 303
+    assert admin.post("/queues/t1/pause", {"confirm": "yes"}).status_code == 303
     assert admin.post("/queues/t1/resume").status_code == 303
     rows = _rows(conn)
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
@@ -34,7 +34,7 @@ def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monke
 
     monkeypatch.setattr(audit_page, "PAGE_SIZE", 2)
     for queue in ("q1", "q2", "<b>q3</b>"):
-        assert admin.post(f"/queues/{queue}/pause", data={"unknown_ok": "yes"}).status_code == 303
+        assert admin.post(f"/queues/{queue}/pause", data={"unknown_ok": "yes", "confirm": "yes"}).status_code == 303
     first = admin.get("/audit/").get_data(as_text=True)
     assert "&lt;b&gt;q3&lt;/b&gt;" in first and "<b>q3" not in first
     assert "queue=q2" in first and "queue=q1" not in first
@@ -52,7 +52,7 @@ def test_the_pruner_keeps_audit_rows_for_the_retention_only(admin, conn, db_url)
     from skiplock.services.pruner import Pruner
 
     for queue in ("old1", "old2", "old3", "new"):
-        assert admin.post(f"/queues/{queue}/pause", data={"unknown_ok": "yes"}).status_code == 303
+        assert admin.post(f"/queues/{queue}/pause", data={"unknown_ok": "yes", "confirm": "yes"}).status_code == 303
     # age the first three rows past a one-day retention (the clock cannot be moved for the server)
     conn.execute("UPDATE audit_log SET at = now() - interval '2 days' WHERE detail->>'queue' LIKE 'old%%'")
     settings = load_settings(env={}, audit_retention=86400.0)

@@ -82,7 +82,9 @@ def test_one_console_over_three_databases_with_one_stopped(three):
         # an action on billing changes billing only, and its audit row names the database
         page = client.get("/db/billing/queues/t1").get_data(as_text=True)
         token = TOKEN.search(page).group(1)  # type: ignore[union-attr]
-        assert client.post("/db/billing/queues/t1/pause", data={"csrf_token": token}).status_code == 303
+        # confirmed: Pause first asks (issue 36)
+        paused = client.post("/db/billing/queues/t1/pause", data={"csrf_token": token, "confirm": "yes"})
+        assert paused.status_code == 303
         with psycopg.connect(urls["billing"]) as conn:
             assert scalar(conn, "SELECT count(*) FROM paused_queues") == 1
             assert scalar(conn, "SELECT detail->>'database' FROM audit_log WHERE action = 'pause queue'") == "billing"

@@ -39,7 +39,8 @@ def test_charts_and_summary_from_a_real_worker(admin: Any, conn: Any, spawn_work
         by_series[series] = by_series.get(series, 0) + int(n)
     assert by_series == {"succeeded": 8, "retried": 2, "dead": 3}
     # the big chart has a time axis and a scale; the range selector changes the buckets
-    assert re.search(r'<text x="[\d.]+" y="[\d.]+" text-anchor="end">\d+</text>', html)
+    # (its y labels sit inside the plot, left-aligned, since issue 36: a right-aligned margin clipped "10,000")
+    assert re.search(r'<text class="inside y-label" x="[\d.]+" y="[\d.]+">\d+</text>', html)
     day = admin.get("/?range=24h").get_data(as_text=True)
     assert "per 15 minutes" in day and 'aria-current="true">24h' in day
     assert admin.get("/?range=1y").status_code == 400

@@ -27,11 +27,11 @@ def test_running_page_says_release_leaves_the_handler_and_cancel_stops_it(admin:
     assert "Release does not stop the handler" in page
     assert re.search(rf'formaction="/jobs/{cancelled}/cancel-running"', page)
 
-    admin.post(f"/jobs/{cancelled}/cancel-running")
+    admin.post(f"/jobs/{cancelled}/cancel-running", {"confirm": "yes"})
     wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (cancelled,)) == "failed",
              timeout=60, message="the cancelled handler to stop")
     assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (cancelled,)).startswith("cancelled by console:")
 
-    done = admin.post("/running/release", data={"one": str(released)}, follow_redirects=True)
+    done = admin.post("/running/release", data={"one": str(released), "confirm": "yes"}, follow_redirects=True)
     assert "Their handlers were not stopped" in done.get_data(as_text=True)
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (released,)) in ("queued", "running")

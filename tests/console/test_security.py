@@ -84,7 +84,8 @@ def state_changing(app: Flask) -> list[tuple[str, str, list[str], set[str]]]:
 
 def defaults(job: int) -> dict[str, str]:
     """Plausible values for path arguments, so the request reaches the view."""
-    return {"job_id": str(job), "name": "t1", "action": "purge", "filename": "console.css", "batch_id": "1"}
+    return {"job_id": str(job), "name": "t1", "action": "purge", "filename": "console.css", "batch_id": "1",
+            "worker_id": "w-test", "what": "quiet"}
 
 
 def assert_safe(response: Any) -> None:

@@ -30,7 +30,7 @@ def live_worker_count(conn: Any, queue: str) -> int:
 
 def test_paused_queue_names_who_and_when(admin: Any) -> None:
     job = enqueue("why_paused", {"n": 1})
-    assert admin.post("/queues/why_paused/pause").status_code == 303
+    assert admin.post("/queues/why_paused/pause", {"confirm": "yes"}).status_code == 303
     for url in (f"/jobs/{job}", "/queues/why_paused"):
         found = reasons(admin, url)
         assert "paused" in found, found

@@ -29,6 +29,13 @@ def process_order(payload: dict[str, Any]) -> None:
         # a KeyError, as a lookup in real code raises it
         stock: dict[str, int] = {}
         _ = stock[f"sku-{order}"]
+    if kind == "customer":
+        # a Stripe-style prefixed id in the message: one group, not one per customer
+        raise ValueError(f"customer cus_{order} has no default payment method")
+    if kind == "missing":
+        # a lookup of a named field: the field's name is the bug, so 'email' and 'phone' stay apart
+        contact: dict[str, str] = {}
+        _ = contact[payload["field"]]
     if kind == "chained":
         try:
             int(f"x{order}")

@@ -555,6 +555,7 @@ WORKER_UPSERT = """
 INSERT INTO workers (id, host, pid, queues, concurrency, in_flight, task_versions)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s, %(task_versions)s::jsonb)
 ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
+RETURNING command, command_by  -- an operator's quiet/stop (migration 029, worker/core/worker_control.py)
 """
 
 # Remove a worker row on clean exit.

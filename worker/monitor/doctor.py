@@ -413,6 +413,82 @@ def check_workflows(conn: psycopg.Connection, settings: Settings, grace: float |
                  "for what finished these jobs outside skiplock (a hand-written UPDATE or DELETE of jobs).",
                  details)
 
+# ---- 9. workers that stopped heartbeating, and jobs the reaper took back ----------------------------
+
+# Workers whose row is older than a live worker's, with the jobs they still hold (orphans).
+STALE_WORKERS = """
+SELECT w.id, w.host, w.pid, w.last_seen, extract(epoch FROM now() - w.last_seen)::int AS silent_s,
+       (SELECT count(*) FROM jobs j WHERE j.status = 'running' AND j.worker_id = w.id) AS holding
+  FROM workers w
+ WHERE w.last_seen < now() - make_interval(secs => %(live)s)
+ ORDER BY w.last_seen DESC
+ LIMIT 50
+"""
+# Leases the reaper took back in the last hour, per queue (job_stats.reaped, written by the reaper).
+REAPED_LAST_HOUR = """
+SELECT queue, sum(reaped)::bigint FROM job_stats
+ WHERE minute >= now() - interval '1 hour' AND reaped > 0
+ GROUP BY queue ORDER BY 2 DESC
+"""
+
+
+def check_workers(conn: psycopg.Connection, settings: Settings) -> Check:
+    """A worker that stopped heartbeating (crashed, killed, cut off) and the jobs reaped after one."""
+    name = "workers"
+    stale = conn.execute(STALE_WORKERS, {"live": LIVE_WORKER_SECONDS}).fetchall()
+    reaped = conn.execute(REAPED_LAST_HOUR).fetchall()
+    details: list[dict[str, Any]] = [
+        {"worker": wid, "host": host, "pid": pid, "silent for": f"{silent}s", "jobs it still holds": holding}
+        for wid, host, pid, _seen, silent, holding in stale]
+    details += [{"queue": q, "reaped in the last hour": n} for q, n in reaped]
+    total_reaped = sum(n for _, n in reaped)
+    if not stale and not total_reaped:
+        return Check(name, OK, "Every registered worker is heartbeating, and the reaper took back no lease in the "
+                     "last hour.")
+    parts = []
+    if stale:
+        holding = sum(row[5] for row in stale)
+        parts.append(f"{len(stale)} worker(s) stopped heartbeating more than {LIVE_WORKER_SECONDS:g} s ago"
+                     + (f", holding {holding} running job(s) that the reaper takes back when their leases end"
+                        if holding else ""))
+    if total_reaped:
+        parts.append(f"the reaper took back {total_reaped} job(s) in the last hour (a worker died or froze "
+                     "mid-job: each such job ran again or went dead)")
+    return Check(name, WARN, "; ".join(parts).capitalize() + ".",
+                 "Look at the stopped workers' logs (OOM kill, deploy without SIGTERM, lost network). A job reaped "
+                 "again and again kills its worker: its page shows each attempt.", details)
+
+
+# ---- 10. recurring schedules whose last run died ------------------------------------------------------
+
+# Each enabled schedule's newest finished run: its slot's job is dead (recurring_slots keeps the job id;
+# a job that is gone succeeded and was not kept). Runs still queued or running are skipped.
+RECURRING_LAST_DIED = """
+SELECT s.name, s.queue, r.fire_at, r.job_id, r.error_headline
+  FROM recurring_schedules s
+ CROSS JOIN LATERAL (SELECT sl.fire_at, sl.job_id, j.status, j.error_headline
+                       FROM recurring_slots sl LEFT JOIN jobs j ON j.id = sl.job_id
+                      WHERE sl.name = s.name AND (j.status IS NULL OR j.status NOT IN ('queued', 'running'))
+                      ORDER BY sl.fire_at DESC LIMIT 1) r
+ WHERE s.enabled AND r.status = 'dead'
+ ORDER BY s.name
+ LIMIT 50
+"""
+
+
+def check_recurring(conn: psycopg.Connection, settings: Settings) -> Check:
+    """A schedule still fires but its latest run died: 'enabled' alone hides that it does nothing useful."""
+    name = "recurring runs"
+    rows = conn.execute(RECURRING_LAST_DIED).fetchall()
+    if not rows:
+        return Check(name, OK, "No enabled recurring schedule's latest run died.")
+    details = [{"schedule": n, "queue": q, "slot": f"{at:%Y-%m-%d %H:%M:%S} UTC", "job": job, "error": err or ""}
+               for n, q, at, job, err in rows]
+    return Check(name, WARN, f"The latest run of {len(rows)} recurring schedule(s) died: "
+                 + ", ".join(r[0] for r in rows) + ". They keep firing, and each run may die the same way.",
+                 "Open the dead job from the Recurring page (its error says why), fix the handler or its "
+                 "configuration, then retry it; pause the schedule meanwhile if its runs do harm.", details)
+
 
 # ---- running them ----------------------------------------------------------------------------------
 
@@ -425,6 +501,8 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("served queues", check_unserved_queues),
     ("payload versions", check_versions),
     ("workflows", check_workflows),
+    ("workers", check_workers),
+    ("recurring runs", check_recurring),
 ]
 
 

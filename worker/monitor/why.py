@@ -78,12 +78,17 @@ SELECT now() AS now, p.paused_by, p.paused_at,
                                  AND j.run_at <= now() LIMIT %(cap)s + 1) s) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'running'
                                  AND j.lease_until < now() LIMIT %(cap)s + 1) s) AS expired_leases,
+       -- the queue's global limits (migration 009) and how many of its jobs run now
+       l.concurrency AS limit_concurrency, l.rate AS limit_rate,
+       CASE WHEN l.concurrency IS NOT NULL THEN
+           (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = %(queue)s) END AS limit_running,
        -- a worker holding a lease that ran out is not counted: it may be dead, its row not yet stale
        (SELECT count(*) FROM workers w WHERE w.last_seen > now() - make_interval(secs => %(live)s)
            AND NOT EXISTS (SELECT 1 FROM jobs x WHERE x.status = 'running' AND x.lease_until < now()
                               AND x.worker_id = w.id)) AS any_live_workers
   FROM (SELECT 1) one
   LEFT JOIN paused_queues p ON p.queue = %(queue)s
+  LEFT JOIN queue_limits l ON l.queue = %(queue)s
 """
 
 
@@ -172,10 +177,12 @@ def _lease(f: dict[str, Any], reaper_interval: float) -> Reason | None:
 def _scheduled(f: dict[str, Any]) -> Reason | None:
     if f["run_at"] <= f["now"]:
         return None
-    why = "its retry backoff" if f["attempts"] else "it was enqueued with a later run_at"
+    # a sentence of its own for each cause (one template filled with either read "set by it was enqueued")
+    why = ("its retry backoff set it after a failed attempt" if f["attempts"]
+           else "it was enqueued with a later run_at (delay= or run_at=)")
     wait = _span((f["run_at"] - f["now"]).total_seconds())
     return Reason("scheduled", f"run_at is in the future: it becomes ready in {wait} "
-                  f"({f['run_at']:%Y-%m-%d %H:%M:%S %Z}), set by {why}. \"Run now\" makes it ready at once.",
+                  f"({f['run_at']:%Y-%m-%d %H:%M:%S %Z}) because {why}. \"Run now\" makes it ready at once.",
                   facts={"run_at": f["run_at"]})
 
 
@@ -266,6 +273,21 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     return [r for r in found if r is not None]
 
 
+def _queue_limits(f: dict[str, Any], queue: str) -> Reason | None:
+    """The queue's ready jobs wait on its global concurrency limit, or drain at its rate limit."""
+    concurrency, running = f["limit_concurrency"], f["limit_running"]
+    if concurrency is not None and running is not None and running >= concurrency:
+        return Reason("concurrency_limit", f"{_count(f['ready'])} ready job(s) of {queue} wait on its concurrency "
+                      f"limit: {running} of {concurrency} run now across all workers (skiplock queues limit). "
+                      "One starts each time a running one finishes.",
+                      facts={"concurrency": concurrency, "running": running})
+    if f["limit_rate"] is not None:
+        return Reason("rate_limit", f"{queue} is rate-limited to {f['limit_rate']:g} jobs/s across all workers: "
+                      f"its {_count(f['ready'])} ready job(s) are worked off at that rate.", blocking=False,
+                      facts={"rate": f["limit_rate"]})
+    return None
+
+
 def for_queue(conn: psycopg.Connection, queue: str, reaper_interval: float = 5.0) -> list[Reason]:
     """The reasons a queue's ready jobs are not being run now (empty when its jobs can run)."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -274,7 +296,7 @@ def for_queue(conn: psycopg.Connection, queue: str, reaper_interval: float = 5.0
     found = [_paused(f, queue)]
     if f["ready"]:
         # only worth saying when there is ready work that waits for it
-        found += [_no_worker(f, queue), _busy(f, queue)]
+        found += [_no_worker(f, queue), _queue_limits(f, queue), _busy(f, queue)]
     if f["expired_leases"]:
         found.append(Reason("lease_expired", f"{_count(f['expired_leases'])} running job(s) of {queue} have an "
                             f"expired lease: their workers stopped heartbeating. {_reaper_when(f, reaper_interval)}",

@@ -101,6 +101,10 @@ class Claimer:
         signals = self.signals
         self.loop_tick = time.monotonic()
         signals.wake.clear()
+        if signals.quiet.is_set():
+            # quieted: claim nothing and register as no waiter; a stop (or SIGTERM) ends the loop
+            signals.wake.wait(1.0)
+            return
         claimed_full = backed_off = drained = False
         found = 0
         for lane in self.lanes:  # one claim per handler kind, sized from that kind's free slots
@@ -269,7 +273,7 @@ class Claimer:
         if tracing.enabled():  # the enqueue span's context, for the run span's link
             with WATCHDOG.guard(conn, self.listener.deadline if self.listener else 0.0):
                 tracing.remember_contexts(conn, [job.id])
-        if self.signals.stopped_claiming.is_set():
+        if self.signals.stopped_claiming.is_set() or self.signals.quiet.is_set():
             self._release([job.id])  # too late to start it: back to its queue, the run not counted
             return None
         lane = self._lane_of[job.queue]

@@ -24,6 +24,7 @@ from skiplock.core import cancel, core, tracing
 from skiplock.core.config import Settings
 from skiplock.core.error_summary import headline
 from skiplock.core.registry import JobContext, Task
+from skiplock.core.run_times import RunTimeRecorder
 from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
@@ -97,6 +98,7 @@ class Executor:
         self.flow = flow
         self.counters = counters
         self.latency = latency
+        self.run_times: RunTimeRecorder | None = None  # per-queue run times (the Worker sets it)
         # Handler threads take jobs from a SimpleQueue: a put/get costs ~3 us of CPU per job,
         # a ThreadPoolExecutor submit (Future, locks, work item) ~15 us, on the hot path.
         self.jobs: queue_mod.SimpleQueue[core.ClaimedJob | None] = queue_mod.SimpleQueue()
@@ -247,6 +249,8 @@ class Executor:
             outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
         tracing.end_run(outcome.status, outcome.error)
         self.latency.observe("handler", seconds)
+        if self.run_times is not None:
+            self.run_times.observe(job.queue, seconds)
         self.lane_of[job.queue].sizing.observe_handler(seconds)
         duration_ms = seconds * 1000
         # job.complete(conn) already wrote the success in the handler's transaction: no second ack

@@ -35,8 +35,10 @@ from skiplock.core.config import Settings
 from skiplock.core.db import is_connection_error, make_pool, session_settings
 from skiplock.core.errors import ConfigError, SchemaMissing
 from skiplock.core.registry import REGISTRY, Registry, Task
+from skiplock.core.run_times import RunTimeRecorder
 from skiplock.core.status import HistoryMode
 from skiplock.core.waiting import Waiting
+from skiplock.core.worker_control import WorkerCommand
 from skiplock.recurring_defs import DEFINITIONS
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
@@ -87,6 +89,7 @@ class Worker:
         self.worker_id = make_worker_id()
         self.counters = Counters()
         self.latency = LatencyRecorder()  # claim/ack/handler histograms, saved with the worker row
+        self.run_times = RunTimeRecorder()  # per-queue, per-minute run times for the console, saved likewise
         self.health: Any = None  # skiplock.runtime.health.HealthServer when --health-port is set
         self.pool: ConnectionPool | None = None
         self.claim_pool: ConnectionPool | None = None  # the claim loop's own connection (see run())
@@ -107,6 +110,7 @@ class Worker:
         self.executor = Executor(settings, self.worker_id, self.tasks, self.lanes, self.signals, self.held,
                                  self.flow, self.counters, self.latency,
                                  rows_connection=self._rows_connection, row_writes=self._row_writes)
+        self.executor.run_times = self.run_times
         self.shutdown = Shutdown(settings, self.worker_id, self.lanes, self.signals, self.held, self.executor,
                                  self.counters, rows_connection=self._rows_connection, row_writes=self._row_writes)
         self.claimer = Claimer(settings, self.worker_id, self.queues, self.lanes, self.signals, self.held,
@@ -308,12 +312,26 @@ class Worker:
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
         with self.pool.connection() as conn:
-            conn.execute(queries.WORKER_UPSERT, {
+            ordered = conn.execute(queries.WORKER_UPSERT, {
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
                 "in_flight": len(self.held.running), "task_versions": json.dumps(self.flow.versions())})
             self.latency.save(conn, self.worker_id)
+            self.run_times.save(conn, self.worker_id)
+        row = ordered.fetchone()
+        if row and row[0]:
+            self._obey(str(row[0]), str(row[1]))
+
+    def _obey(self, command: str, who: str) -> None:
+        """An operator's command from the console (worker/core/worker_control.py), read with the heartbeat."""
+        if command == WorkerCommand.QUIET and not self.signals.quiet.is_set():
+            log.warning("worker %s quieted by %s: claiming no more jobs; %d running job(s) finish",
+                        self.worker_id, who, len(self.held.running))
+            self.signals.quiet.set()
+        elif command == WorkerCommand.STOP and not self.signals.stop.is_set():
+            log.warning("worker %s stopped by %s: graceful shutdown", self.worker_id, who)
+            self.request_stop()
 
     # ---- connections -----------------------------------------------------------------------------
 

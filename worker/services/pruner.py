@@ -8,7 +8,7 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import audit, core, queries
+from skiplock.core import audit, core, queries, run_times
 from skiplock.core.config import Settings
 from skiplock.core.status import JobStatus
 
@@ -50,6 +50,8 @@ class Pruner:
             # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died
             total += self._in_batches(lambda n: core.prune_results(conn, self.settings.result_ttl, n))
             conn.execute(queries.PRUNE_WATCHERS, {"older_than": WATCHER_SECONDS})
+            # per-minute run times (migration 028) are kept as long as the stats they sit beside
+            total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total
