@@ -662,6 +662,20 @@ CREATE TABLE public.job_results (
 );
 
 --
+-- Name: job_runtimes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_runtimes (
+    minute timestamp with time zone NOT NULL,
+    queue text NOT NULL,
+    worker_id text NOT NULL,
+    counts bigint[] NOT NULL,
+    total bigint NOT NULL,
+    sum_s double precision NOT NULL,
+    max_s double precision NOT NULL
+);
+
+--
 -- Name: job_stats; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -981,7 +995,11 @@ CREATE TABLE public.workers (
     in_flight integer DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_seen timestamp with time zone DEFAULT now() NOT NULL,
-    task_versions jsonb
+    task_versions jsonb,
+    command text,
+    command_by text,
+    command_at timestamp with time zone,
+    CONSTRAINT workers_command_known CHECK ((command = ANY (ARRAY['quiet'::text, 'stop'::text])))
 )
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.05');
 
@@ -1030,6 +1048,13 @@ ALTER TABLE ONLY public.job_deps
 
 ALTER TABLE ONLY public.job_results
     ADD CONSTRAINT job_results_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: job_runtimes job_runtimes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_runtimes
+    ADD CONSTRAINT job_runtimes_pkey PRIMARY KEY (minute, queue, worker_id);
 
 --
 -- Name: job_stats job_stats_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1158,6 +1183,12 @@ CREATE INDEX job_deps_child_idx ON public.job_deps USING btree (child);
 --
 
 CREATE INDEX job_results_finished_idx ON public.job_results USING btree (finished_at);
+
+--
+-- Name: job_runtimes_minute_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_runtimes_minute_idx ON public.job_runtimes USING btree (minute);
 
 --
 -- Name: job_stats_minute_idx; Type: INDEX; Schema: public; Owner: -

@@ -118,7 +118,7 @@ def test_eight_racing_producers_leave_one_job(db_url: str, conn: psycopg.Connect
     assert only == scalar(conn, "SELECT id FROM jobs WHERE unique_key = 'race'")
 
 
-# The SQL forms the README gives producers in other languages, run as written there.
+# The SQL forms the docs give producers in other languages (docs/howto/flow-control.md), run as written there.
 README_SQL = {
     "ignore": """INSERT INTO jobs (queue, payload, unique_key) VALUES ('emails', '{"to": "a@x"}', 'welcome:1')
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
@@ -140,7 +140,7 @@ RETURNING id""",
 def test_readme_sql_forms(db_url: str, conn: psycopg.Connection) -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "flow-control.md").read_text()
     for sql in README_SQL.values():
         assert sql in readme
     first = scalar(conn, README_SQL["ignore"])
