@@ -231,4 +231,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.replace("\\", "/")
         if path.startswith(FAST_KINDS) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
-    items.sort(key=lambda item: item.nodeid.replace("\\", "/").startswith("tests/browser/"))
+    items.sort(key=_drives_a_browser)
+
+
+def _drives_a_browser(item: pytest.Item) -> bool:
+    """A test that starts Playwright: everything under tests/browser, and any other test that takes a
+    Playwright fixture (pytest-playwright adds `browser_name` to each; the docs examples that render a
+    page are such tests)."""
+    return (item.nodeid.replace("\\", "/").startswith("tests/browser/")
+            or "browser_name" in getattr(item, "fixturenames", ()))

@@ -45,6 +45,8 @@ def show(job_id: str) -> ResponseReturnValue:
             return page("job_gone.html", "_job_gone.html", job=gone, links=links)
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
+    if job.get("cancel_requested_at"):  # asked already: the page says so instead of offering it again
+        actions = [t for t in actions if t.action != "cancel-running"]
     return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                 last_worker=_last_worker(job), runtime_s=_runtime(job), links=links)
 

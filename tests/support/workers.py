@@ -40,7 +40,9 @@ class WorkerProcess:
 
 def worker_env(db_url: str, **settings: str) -> dict[str, str]:
     """Environment for a worker subprocess against `db_url`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
+    # nor DJANGO_SETTINGS_MODULE: a Django test of this process may have set it, and it makes the worker
+    # set Django up (a test that wants that passes it in `settings`)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_") and k != "DJANGO_SETTINGS_MODULE"}
     env.update({"DATABASE_URL": db_url, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
                 "SKIPLOCK_TASKS": "tests.support.handlers"})
     env.update(settings)

@@ -59,7 +59,9 @@ TRANSITIONS: tuple[Transition, ...] = (
                False, lambda conn, ids, actor: core.retry_finished(conn, ids)),
     Transition("run-now", "Run now", frozenset({SCHEDULED}), READY, "made ready now",
                "it is not a scheduled queued job", False, lambda conn, ids, actor: core.run_now(conn, ids)),
-    Transition("cancel", "Cancel", frozenset({READY, SCHEDULED}), JobStatus.FAILED.value, "cancelled",
+    # a waiting job (it has parents) is cancelled the same way; its dependents are cancelled with it
+    Transition("cancel", "Cancel", frozenset({READY, SCHEDULED, JobStatus.WAITING.value}), JobStatus.FAILED.value,
+               "cancelled",
                "it is not queued", True, core.cancel_queued),
     Transition("purge", "Purge", _FINISHED_BADLY, DELETED, "purged", "it is not dead or failed",
                True, lambda conn, ids, actor: core.purge_finished(conn, ids)),

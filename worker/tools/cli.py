@@ -113,8 +113,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     framework = setup_frameworks()  # django.setup() when DJANGO_SETTINGS_MODULE is set: tasks may import models
     if framework:
-        # debug, not info: a start that then fails must stay one clear line on stderr
-        log.debug("set up %s before importing the task modules", framework)
+        log.info("set up %s before importing the task modules", framework)
     import_task_modules(settings.tasks)
     from skiplock.core.db import check_database
 
