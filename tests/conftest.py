@@ -15,6 +15,7 @@ controlling process, before the workers start (pytest_configure), so they all us
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -240,3 +241,21 @@ def _drives_a_browser(item: pytest.Item) -> bool:
     page are such tests)."""
     return (item.nodeid.replace("\\", "/").startswith("tests/browser/")
             or "browser_name" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(autouse=True)
+def _no_event_loop_left_running_by_playwright(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Playwright's sync API leaves its event loop marked as running in the main thread from the first
+    browser test of a process until the session ends; then asyncio.run() and Django's async-safety check
+    refuse to run in any later test of that process (async producers, Django conn=). Sorting browser
+    tests last is not enough under pytest-xdist. The loop runs nothing while a test that does not use
+    the browser executes, so for such a test the mark is cleared, and put back after it."""
+    running = asyncio._get_running_loop()
+    if running is None or _drives_a_browser(request.node):
+        yield
+        return
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(running)
