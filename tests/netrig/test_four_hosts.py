@@ -33,8 +33,9 @@ def console_page(address: str, port: int, path: str) -> tuple[int, str]:
 
 def worker_row(html: str, pid: int) -> str | None:
     """The workers page's <tr> of the worker with `pid`, or None."""
-    for row in re.findall(r"<tr class=\"[^\"]*\" data-worker-id=.*?</tr>", html, re.S):
-        if re.search(rf'<td class="num">{pid}</td>', row):
+    # attributes in any order (the phone layout added id= and data-label=)
+    for row in re.findall(r"<tr [^>]*data-worker-id=.*?</tr>", html, re.S):
+        if re.search(rf'<td class="num"[^>]*>{pid}</td>', row):
             return str(row)
     return None
 
