@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,23 +60,27 @@ class RunTimeRecorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cells: dict[tuple[datetime, str], Cell] = {}
+        self._cells: dict[tuple[int, str], Cell] = {}  # (minutes since the epoch, queue)
         self._warned = False
 
     def observe(self, queue: str, seconds: float, now: datetime | None = None) -> None:
-        """Count one run of `queue`'s handler that took `seconds`."""
-        if math.isnan(seconds) or seconds < 0:
+        """Count one run of `queue`'s handler that took `seconds`.
+
+        On every job's path: the minute is an int of time.time() (a datetime per job, now() and
+        replace(), cost ~11% of a no-op drain's rate, measured), made a datetime only in save()."""
+        if not seconds >= 0:  # negative, or NaN
             return
-        at = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
+        minute = int((time.time() if now is None else now.timestamp()) // 60)
         index = bisect.bisect_left(BOUNDS, seconds)
         with self._lock:
-            cell = self._cells.get((at, queue))
+            cell = self._cells.get((minute, queue))
             if cell is None:
-                cell = self._cells[(at, queue)] = Cell([0] * (len(BOUNDS) + 1))
+                cell = self._cells[(minute, queue)] = Cell([0] * (len(BOUNDS) + 1))
             cell.counts[index] += 1
             cell.total += 1
             cell.sum_s += seconds
-            cell.max_s = max(cell.max_s, seconds)
+            if seconds > cell.max_s:
+                cell.max_s = seconds
 
     def save(self, conn: psycopg.Connection, worker_id: str) -> int:
         """Add the counted runs to job_runtimes; returns how many (minute, queue) rows were written.
@@ -88,7 +92,8 @@ class RunTimeRecorder:
         keys = list(cells)
         try:
             conn.execute(SAVE, {
-                "worker_id": worker_id, "minutes": [m for m, _ in keys], "queues": [q for _, q in keys],
+                "worker_id": worker_id, "minutes": [datetime.fromtimestamp(m * 60, UTC) for m, _ in keys],
+                "queues": [q for _, q in keys],
                 "counts": ["{" + ",".join(map(str, cells[k].counts)) + "}" for k in keys],
                 "totals": [cells[k].total for k in keys], "sums": [cells[k].sum_s for k in keys],
                 "maxes": [cells[k].max_s for k in keys]})
@@ -102,7 +107,7 @@ class RunTimeRecorder:
             raise
         return len(keys)
 
-    def _merge_back(self, cells: dict[tuple[datetime, str], Cell]) -> None:
+    def _merge_back(self, cells: dict[tuple[int, str], Cell]) -> None:
         with self._lock:
             for key, old in cells.items():
                 cell = self._cells.setdefault(key, Cell([0] * (len(BOUNDS) + 1)))
