@@ -270,6 +270,13 @@ def on_startup(**kwargs: Any) -> None:
     # before the plugins read their configuration (mkdocstrings resolves its paths then); only a build
     # makes the mirror, so tests that import this module for its generators leave it alone
     mirror_package()
+    # the generated pages import skiplock itself (its parser, Settings, states): say how to get it,
+    # rather than fail later in a page with a bare ModuleNotFoundError
+    import importlib.util
+
+    if importlib.util.find_spec("skiplock") is None:
+        raise SystemExit("docs/hooks.py: skiplock is not installed in this Python; run "
+                         "`pip install -e '.[docs]'` in the checkout, then `mkdocs build --strict`")
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
