@@ -107,7 +107,7 @@ class Installed:
     def env(self, **extra: str) -> dict[str, str]:
         # nothing from the checkout: no PYTHONPATH, no SKIPLOCK_* of the test run
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SKIPLOCK_", "PYTHON", "VIRTUAL_ENV", "PYENV"))}
+               if not k.startswith(("SKIPLOCK_", "PYTHON", "VIRTUAL_ENV", "PYENV", "DJANGO_"))}
         env.update({"DATABASE_URL": self.url, "PATH": f"{self.bin}:{env.get('PATH', '')}", **extra})
         return env
 
@@ -178,10 +178,14 @@ def test_installed_wheel_migrates_enqueues_works_and_serves_the_console(installe
         worker = subprocess.Popen([str(app.bin / "skiplock"), "worker", "--tasks", "pkgtasks"], cwd=app.folder,
                                   env=app.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            wait_for(lambda: scalar(conn, "SELECT count(*) FILTER (WHERE queue = 'pkg'), count(*) FILTER "
-                                    "(WHERE status = 'dead') FROM jobs") == 0
-                     and scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == 1,
+            wait_for(lambda: worker.poll() is not None
+                     or (scalar(conn, "SELECT count(*) FILTER (WHERE queue = 'pkg'), count(*) FILTER "
+                                "(WHERE status = 'dead') FROM jobs") == 0
+                         and scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == 1),
                      timeout=60, message="the installed worker to drain")
+            if worker.poll() is not None:
+                output = worker.stdout.read() if worker.stdout else ""
+                raise AssertionError(f"the installed worker exited {worker.returncode}: {output}")
         finally:
             worker.send_signal(signal.SIGTERM)
             out = worker.communicate(timeout=60)[0]

@@ -68,7 +68,7 @@ def _free_port() -> int:
 
 def test_honcho_start_runs_the_procfile_demo(empty_db: str, tmp_path: Path) -> None:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKIPLOCK_", "DJANGO_"))}
     env.update({"DATABASE_URL": empty_db, "SKIPLOCK_WEB_USER": USER, "SKIPLOCK_WEB_PASSWORD": PASSWORD,
                 "PORT": str(port), "PYTHONUNBUFFERED": "1",
                 "PATH": f"{_bin_dir(tmp_path)}{os.pathsep}{env.get('PATH', '')}"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -109,9 +108,16 @@ def flask_sqlalchemy_session(url: str) -> Opened:
 
 
 def _django_setup() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.support.django_settings")
+    # settings.configure(), not DJANGO_SETTINGS_MODULE in os.environ: the variable would outlive this test in
+    # the xdist process and reach every subprocess started later (an installed worker then sets Django up)
     import django
+    from django.conf import settings
 
+    if not settings.configured:
+        from tests.support import django_settings
+
+        settings.configure(**{name: getattr(django_settings, name) for name in dir(django_settings)
+                              if name.isupper()})
     django.setup()
 
 
