@@ -43,8 +43,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         configure_logging(app.config.get("LOG_FORMAT", "text"), app.config.get("LOG_LEVEL", "INFO"))
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = session_key(app.config)
-    app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
-    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    # Flask's defaults hold these keys (HttpOnly True, SameSite None): setdefault would never set SameSite.
+    # Lax: a cross-site page cannot send a form with the console's cookie; links to the console still log in
+    if app.config.get("SESSION_COOKIE_SAMESITE") is None and "SESSION_COOKIE_SAMESITE" not in (test_config or {}):
+        app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     if not app.config["AUTH"]:
         log.warning("SKIPLOCK_WEB_AUTH=off: the console is open to anyone who can reach it")
 

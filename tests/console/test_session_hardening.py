@@ -53,6 +53,12 @@ def test_the_cookie_is_not_secure_over_plain_http(app: Any) -> None:
     assert "Secure" not in _login_cookie(app.test_client())
 
 
+def test_the_cookie_is_same_site_lax_and_http_only(app: Any) -> None:
+    # Lax: another site's form cannot post with the console's cookie (CSRF tokens are the other lock)
+    cookie = _login_cookie(app.test_client())
+    assert "SameSite=Lax" in cookie and "HttpOnly" in cookie
+
+
 def test_the_cookie_is_secure_over_https(app: Any) -> None:
     # a browser sends a same-origin Referer, which Flask-WTF requires over HTTPS
     cookie = _login_cookie(app.test_client(), base_url="https://console.example",
