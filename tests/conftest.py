@@ -82,6 +82,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Give the process its environment back after each test. A variable a test set in os.environ
+    itself (not through monkeypatch) outlived it, reaching every subprocess that later tests of the
+    same xdist process started: DJANGO_SETTINGS_MODULE once made installed workers try to set Django up."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
     """Give the root logger back its handlers and level after each test. A test that runs a CLI
     command in this process (`skiplock web`, `skiplock worker`) has it call configure_logging(),
@@ -150,11 +162,39 @@ def empty_database(url: str) -> None:
             conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
 
 
+@pytest.fixture(scope="session")
+def own_server_db() -> Iterator[str]:
+    """A migrated database on a throwaway cluster of this pytest process, started at its first use.
+
+    For the tests that hold more connections than the shared server's budget lets one test hold
+    (marked `own_server`, and every fault scenario): their connections are not on the shared server."""
+    cluster = ThrowawayCluster()
+    try:
+        yield cluster.migrated_database("skiplock_own", TEST_TABLES_SQL)
+    finally:
+        cluster.destroy()
+
+
+def _on_own_server(request: pytest.FixtureRequest) -> bool:
+    """Tests that run worker processes (each 6-20 connections: its pools, its listener, its handlers'
+    own connections) or are marked `own_server` use this process's throwaway cluster: the shared
+    server then holds only in-process tests' few connections, within the budget, and no test waits
+    for another's worker slot."""
+    return "spawn_worker" in request.fixturenames or request.node.get_closest_marker("own_server") is not None
+
+
+def _server(url: str) -> tuple[str, str]:
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    return str(params.get("host", "")), str(params.get("port", "5432"))
+
+
 @pytest.fixture
-def db_url(session_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    empty_database(session_db)
-    monkeypatch.setenv("DATABASE_URL", session_db)
-    yield session_db
+def db_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    # the fixture is named by the test's marker, so a test on the shared server starts no cluster
+    url = request.getfixturevalue("own_server_db" if _on_own_server(request) else "session_db")
+    empty_database(url)
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
     from skiplock.core.producer import close_default_pool
 
     close_default_pool()
@@ -191,13 +231,16 @@ def worker_slots(tmp_path_factory: pytest.TempPathFactory) -> WorkerSlots | None
 
 
 @pytest.fixture
-def spawn_worker(db_url: str, tmp_path: Path,
+def spawn_worker(request: pytest.FixtureRequest, db_url: str, tmp_path: Path,
                  worker_slots: WorkerSlots | None) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
     held: list[TextIO] = []  # the slot, taken at the first spawn: a test that spawns none waits for none
+    own_server = _on_own_server(request)
 
     def spawn(*args: str, url: str | None = None, **settings: str) -> WorkerProcess:
-        if worker_slots is not None and not held:
+        # a slot rations the shared server: a worker on this process's own cluster needs none
+        on_shared = not own_server or (url is not None and _server(url) != _server(db_url))
+        if worker_slots is not None and on_shared and not held:
             held.append(worker_slots.acquire())
         log_path = tmp_path / f"worker-{len(started)}.log"
         with open(log_path, "wb") as log:

@@ -14,20 +14,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import TEST_TABLES_SQL, empty_database
+from tests.conftest import empty_database
 from tests.fault.books import RESULTS
 from tests.support.helpers import scalar, wait_for
-from tests.support.pgcluster import ThrowawayCluster
 
 
 @pytest.fixture(scope="session")
-def fault_db() -> Iterator[str]:
+def fault_db(own_server_db: str) -> str:
     """A migrated database on this process's own cluster, for every fault scenario it runs."""
-    cluster = ThrowawayCluster()
-    try:
-        yield cluster.migrated_database("skiplock_fault", TEST_TABLES_SQL)
-    finally:
-        cluster.destroy()
+    return own_server_db
 
 
 @pytest.fixture
