@@ -40,7 +40,7 @@ def test_sigkill_at_random_points_never_doubles_or_loses_a_result(
     rng = random.Random(13)
     # each handler pauses 0-20 ms inside its transaction, between its write and the completion
     ids = enqueue_many([("tx_once", {"pause": rng.choice([0, 0.005, 0.01, 0.02])}) for _ in range(JOBS)])
-    settings = {"SKIPLOCK_TASKS": TASKS, "SKIPLOCK_QUEUES": "tx_once", "SKIPLOCK_LEASE_SECONDS": "1",
+    settings = {"SKIPLOCK_TASKS": TASKS, "SKIPLOCK_QUEUES": "tx_once", "SKIPLOCK_LEASE_SECONDS": "2",
                 "SKIPLOCK_REAPER_INTERVAL": "0.2", "SKIPLOCK_CONCURRENCY": "4"}
     kills = 0
     for _ in range(KILLS):
@@ -54,8 +54,14 @@ def test_sigkill_at_random_points_never_doubles_or_loses_a_result(
         worker.kill()
         kills += 1
     last = spawn_worker(**settings)
-    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'tx_once'") == 0,
-             timeout=120, message="every job done")
+    try:
+        wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'tx_once'") == 0,
+                 timeout=120, message="every job done")
+    except AssertionError as timed_out:  # say what was left, and in what state, and what the worker said
+        left = conn.execute("SELECT status::text, attempts, count(*) FROM jobs WHERE queue = 'tx_once' "
+                            "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+        raise AssertionError(f"{timed_out}; left (status, attempts, jobs): {left}; "
+                             f"the last worker's log ends: {last.log()[-1500:]}") from None
     # the worker left the completed jobs to their handlers' transactions: it did not ack them a
     # second time (such an ack would find no row and be counted a stale ack)
     assert last.terminate() == 0
