@@ -55,6 +55,8 @@ def edit_and_retry(job_id: str) -> ResponseReturnValue:
         abort(400, "job id is required")
     text = request.form.get("payload", "")
     digest = request.form.get("digest", "")
+    if not digest:  # a form made by hand, or cut short: the compare-and-set needs what the page showed
+        abort(400, "The form lacks the digest of the payload it showed: reload the job's page and edit there.")
     try:
         with db.connection(primary=True) as conn:
             seen = payload_edit.seen(conn, jid)

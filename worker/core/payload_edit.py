@@ -118,7 +118,7 @@ def edit_and_retry(conn: psycopg.Connection, job_id: int, new_payload: Any, seen
     if digest != seen_digest:
         raise PayloadEditConflict(f"Job {job_id}'s payload changed since you opened it (another operator edited it); "
                                  "nothing was changed. Reload the page to edit the current payload.")
-    if new_payload == old and type(new_payload) is type(old):
+    if _canonical(new_payload) == _canonical(old):  # not ==: Python has True == 1 and 1 == 1.0
         raise PayloadEditRefused(f"The payload of job {job_id} is unchanged: use Retry to run it as it is.")
     edit_id = conn.execute(KEEP_ORIGINAL, {"id": job_id, "actor": actor, "attempts": attempts, "old": Jsonb(old),
                                            "new": Jsonb(new_payload)}).fetchone()[0]  # type: ignore[index]
@@ -173,6 +173,10 @@ def _walk(old: Any, new: Any, path: str, out: list[dict[str, Any]]) -> None:
         return
     if old != new or type(old) is not type(new):
         out.append({"path": path, "old": _short(old), "new": _short(new)})
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _short(value: Any) -> str:
