@@ -149,3 +149,20 @@ def test_the_cli_edits_and_retries_one_dead_job(conn: Any, spawn_worker: Any, ca
     assert main(["jobs", "retry", str(job), "--payload", '{"to": "again@example.com"}', "--as", "oncall"]) == 1
     assert "no longer dead" in capsys.readouterr().out
     assert len(_edits(conn, job)) == 1
+
+
+def test_an_edited_workflow_parent_reopens_its_dependent_like_retry(admin: Any, conn: Any, spawn_worker: Any) -> None:
+    """The edit goes through Retry's own statement: the dependent that ended with the dead parent waits
+    again, and runs once the edited parent succeeds."""
+    parent = enqueue("t1", {"permanent": True, "step": "parent"}, max_attempts=1)
+    child = enqueue("t1", {"step": "child"}, depends_on=[parent])
+    spawn_worker(**WORKER)
+    wait_for(lambda: _dead(conn, parent) and _status(conn, child) == "dead", timeout=60,
+             message="the parent to die and its dependent with it")
+    _, digest = _form(admin, parent)
+    done = admin.post(f"/jobs/{parent}/edit-retry", data={"payload": '{"step": "parent"}', "digest": digest})
+    assert done.status_code == 303
+    wait_for(lambda: _status(conn, parent) == "succeeded" and _status(conn, child) == "succeeded", timeout=60,
+             message="the edited parent, then its dependent, to succeed")
+    runs = [r[0] for r in conn.execute("SELECT job_id FROM test_effects ORDER BY at")]
+    assert runs == [parent, parent, child]  # the dependent ran once, after the edited parent
