@@ -51,6 +51,9 @@ def test_two_failures_then_a_success_are_three_attempts_in_order(admin: Any, con
         assert f"RuntimeError: planned failure on attempt {n}" in step["body"]
         assert re.search(r'<span class="step-duration">ran [\d.]+m?s</span>', step["body"]), step["body"]
     assert "step-error" not in attempts[2]["body"] and "succeeded" in attempts[2]["body"]
+    # the live refresh's fragment carries the timeline too (it is inside the self-refreshing section)
+    fragment = admin.get(f"/jobs/{job}", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert fragment.count('<li class="step ') == len(steps) and "<html" not in fragment
 
 
 def test_a_run_whose_worker_died_shows_with_no_record(admin: Any, conn: Any, spawn_worker: Any,
