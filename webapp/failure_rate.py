@@ -54,5 +54,5 @@ def for_queue(conn: psycopg.Connection, queue: str, span: str = "1h") -> Failure
         i = index.get(bucket)
         if i is not None:
             counts[i] = (int(failures), int(runs))
-    chart = charts.rate_bars(counts, buckets, queue, width=1000, height=70)
+    chart = charts.rate_bars(counts, buckets, queue, width=1000, height=100)
     return FailureRate(queue, span, chart, sum(f for f, _ in counts), sum(r for _, r in counts), now)

@@ -85,3 +85,8 @@ def test_edit_and_retry_at_1440_and_the_timeline_at_390(page: Any, console: Any,
         color = page.locator("ol.timeline .step-title").first.evaluate("e => getComputedStyle(e).color")
         assert color == ("rgb(228, 231, 238)" if scheme == "dark" else "rgb(29, 35, 48)"), (scheme, color)
         save_screenshot(page, f"job-timeline-390-{scheme}.png", tmp_path)
+    # and the queue's failure-rate chart keeps to the phone's width
+    page.goto(f"{console.url}/queues/t1")
+    chart = page.locator("#failure-rate svg")
+    assert chart.is_visible() and chart.evaluate(RIGHT) <= 390
+    save_screenshot(page, "queue-failure-rate-390.png", tmp_path)
