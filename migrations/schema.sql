@@ -662,6 +662,33 @@ CREATE TABLE public.job_deps (
 WITH (fillfactor='50');
 
 --
+-- Name: job_edits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_edits (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text NOT NULL,
+    attempts integer NOT NULL,
+    old_payload jsonb NOT NULL,
+    new_payload jsonb NOT NULL
+);
+
+--
+-- Name: job_edits_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.job_edits ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.job_edits_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: job_results; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1055,6 +1082,13 @@ ALTER TABLE ONLY public.job_deps
     ADD CONSTRAINT job_deps_pkey PRIMARY KEY (parent, child);
 
 --
+-- Name: job_edits job_edits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_edits
+    ADD CONSTRAINT job_edits_pkey PRIMARY KEY (id);
+
+--
 -- Name: job_results job_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1189,6 +1223,18 @@ CREATE INDEX job_batches_success_job_idx ON public.job_batches USING btree (succ
 --
 
 CREATE INDEX job_deps_child_idx ON public.job_deps USING btree (child);
+
+--
+-- Name: job_edits_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_edits_at_idx ON public.job_edits USING btree (at);
+
+--
+-- Name: job_edits_job_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_edits_job_idx ON public.job_edits USING btree (job_id, id);
 
 --
 -- Name: job_results_finished_idx; Type: INDEX; Schema: public; Owner: -
