@@ -9,6 +9,18 @@
 --
 
 --
+-- Name: pg_trgm; Type: EXTENSION; Schema: -; Owner: -
+--
+
+CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
+
+--
+-- Name: EXTENSION pg_trgm; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON EXTENSION pg_trgm IS 'text similarity measurement and index searching based on trigrams';
+
+--
 -- Name: job_status; Type: TYPE; Schema: public; Owner: -
 --
 
@@ -650,6 +662,33 @@ CREATE TABLE public.job_deps (
 WITH (fillfactor='50');
 
 --
+-- Name: job_edits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_edits (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text NOT NULL,
+    attempts integer NOT NULL,
+    old_payload jsonb NOT NULL,
+    new_payload jsonb NOT NULL
+);
+
+--
+-- Name: job_edits_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.job_edits ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.job_edits_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: job_results; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1043,6 +1082,13 @@ ALTER TABLE ONLY public.job_deps
     ADD CONSTRAINT job_deps_pkey PRIMARY KEY (parent, child);
 
 --
+-- Name: job_edits job_edits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_edits
+    ADD CONSTRAINT job_edits_pkey PRIMARY KEY (id);
+
+--
 -- Name: job_results job_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1179,6 +1225,18 @@ CREATE INDEX job_batches_success_job_idx ON public.job_batches USING btree (succ
 CREATE INDEX job_deps_child_idx ON public.job_deps USING btree (child);
 
 --
+-- Name: job_edits_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_edits_at_idx ON public.job_edits USING btree (at);
+
+--
+-- Name: job_edits_job_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_edits_job_idx ON public.job_edits USING btree (job_id, id);
+
+--
 -- Name: job_results_finished_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1251,10 +1309,28 @@ CREATE INDEX jobs_history_queue_idx ON ONLY public.jobs_history USING btree (que
 CREATE INDEX jobs_history_default_queue_finished_at_idx ON public.jobs_history_default USING btree (queue, finished_at);
 
 --
+-- Name: jobs_last_error_trgm_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_last_error_trgm_idx ON public.jobs USING gin (last_error public.gin_trgm_ops) WHERE ((last_error IS NOT NULL) AND (status <> 'running'::public.job_status));
+
+--
+-- Name: jobs_lock_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_lock_key_idx ON public.jobs USING btree (lock_key) WHERE ((lock_key IS NOT NULL) AND (status <> 'running'::public.job_status));
+
+--
 -- Name: jobs_lock_key_running; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE UNIQUE INDEX jobs_lock_key_running ON public.jobs USING btree (lock_key) WHERE ((status = 'running'::public.job_status) AND (lock_key IS NOT NULL));
+
+--
+-- Name: jobs_payload_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_payload_idx ON public.jobs USING gin (payload jsonb_path_ops) WHERE (status <> 'running'::public.job_status);
 
 --
 -- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
@@ -1269,6 +1345,12 @@ CREATE INDEX jobs_ready_idx ON public.jobs USING btree (queue, priority DESC, ru
 CREATE INDEX jobs_running_idx ON public.jobs USING btree (queue, lease_until) WHERE (status = 'running'::public.job_status);
 
 --
+-- Name: jobs_tenant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_tenant_idx ON public.jobs USING btree (tenant) WHERE ((tenant IS NOT NULL) AND (status <> 'running'::public.job_status));
+
+--
 -- Name: jobs_tenant_ready_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1279,6 +1361,12 @@ CREATE INDEX jobs_tenant_ready_idx ON public.jobs USING btree (queue, tenant, pr
 --
 
 CREATE UNIQUE INDEX jobs_unique_inflight ON public.jobs USING btree (unique_key) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'running'::public.job_status]));
+
+--
+-- Name: jobs_unique_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_unique_key_idx ON public.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (status <> 'running'::public.job_status));
 
 --
 -- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -

@@ -28,7 +28,9 @@ log = logging.getLogger("skiplock.console")
 BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops",
               "cancel", "audit",  # cancel: a running job's Cancel (issue 14); audit: the operator trail
               "workflows", "batches",  # issue 33: a workflow's DAG and actions, a batch's progress
-              "runtimes", "changed")  # issue 36: run time per task, the overview's "What changed?"
+              "runtimes", "changed",  # issue 36: run time per task, the overview's "What changed?"
+              "search",  # issue 36: jobs by payload field, key, tenant or error text
+              "edit_retry")  # issue 36: a dead job's "Edit and retry"
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:

@@ -84,3 +84,37 @@ def stacked(series: dict[str, list[int]], buckets: list[datetime], label: str, w
 
 def _same_day(buckets: list[datetime]) -> bool:
     return (buckets[-1] - buckets[0]).total_seconds() < 86400
+
+
+# A failure rate's scale: the smallest of these percentages at or above the range's highest rate, so a
+# queue failing 0.3% of its runs draws visible bars (on a 1% scale) and one failing 60% is drawn to 100%.
+RATE_TOPS = (1, 2, 5, 10, 20, 50, 100)
+
+
+def rate_bars(counts: list[tuple[int, int]], buckets: list[datetime], label: str, width: float, height: float,
+              ticks: int = 4) -> Chart:
+    """Bars of failures / runs per bucket from (failures, runs) pairs; `top` is the scale in percent.
+
+    A bucket without runs draws nothing (no rate, not a zero rate)."""
+    n = len(buckets)
+    rates = [100.0 * f / r if r else None for f, r in counts]
+    highest = max((x for x in rates if x is not None), default=0.0)
+    top = next((t for t in RATE_TOPS if t >= highest), 100)
+    chart = Chart(width, height, top)
+    if not n:
+        return chart
+    step = width / n
+    for i, when in enumerate(buckets):
+        rate = rates[i]
+        if rate is None:
+            continue
+        failures, runs = counts[i]
+        h = max(1.0, height * rate / top) if failures else 0.0
+        chart.bars.append(Bar(round(i * step, 2), round(height - h, 2), round(max(step - 0.5, 0.5), 2), round(h, 2),
+                              f"{when:%Y-%m-%d %H:%M} UTC {label}: {rate:.1f}% failed ({failures:,} of {runs:,} runs)",
+                              "rate"))
+    every = max(n // ticks, 1)
+    chart.x_ticks = [Tick(round(i * step, 2), f"{buckets[i]:%H:%M}" if _same_day(buckets) else f"{buckets[i]:%a %H:%M}")
+                     for i in range(0, n, every)]
+    chart.y_ticks = [Tick(0.0, f"{top}%"), Tick(round(height / 2, 2), f"{top / 2:g}%")]
+    return chart

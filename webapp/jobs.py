@@ -10,11 +10,11 @@ from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import transitions
+from skiplock.core import payload_edit, transitions
 from skiplock.core.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, filters, job_links, queries, workflow_queries
+from skiplock.webapp import db, edit_retry, filters, job_links, queries, timeline, workflow_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -33,7 +33,11 @@ def show(job_id: str) -> ResponseReturnValue:
 
     A job whose row is gone (history mode delete) but whose result or links remain gets a short
     page with what is still known: its final state, result, parents and dependents."""
-    jid = _parse(job_id)
+    return render_job(_parse(job_id))
+
+
+def render_job(jid: int, edit_form: edit_retry.EditForm | None = None, code: int = 200) -> ResponseReturnValue:
+    """The job page; after a refused "Edit and retry", with the operator's text and why (webapp/edit_retry.py)."""
     full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         job = cur.execute(queries.JOB, {"id": jid}).fetchone()
@@ -44,11 +48,18 @@ def show(job_id: str) -> ResponseReturnValue:
                 abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
             return page("job_gone.html", "_job_gone.html", job=gone, links=links)
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
+        edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
+        steps = timeline.build(job, edits)
+        if edit_form is None and job["status"] == JobStatus.DEAD:
+            edit_form = edit_retry.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
     if job.get("cancel_requested_at"):  # asked already: the page says so instead of offering it again
         actions = [t for t in actions if t.action != "cancel-running"]
-    return page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
-                last_worker=_last_worker(job), runtime_s=_runtime(job), links=links)
+    response = page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
+                    last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
+                    edit_form=edit_form)
+    response.status_code = code
+    return response
 
 
 # The list each status is shown in on its queue's page (ready and scheduled are both 'queued').

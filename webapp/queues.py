@@ -15,9 +15,9 @@ from skiplock.core.config import Settings
 from skiplock.core.errors import ConfigError
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, filters, queries
-from skiplock.webapp.overview import COUNT_CAP, capped
-from skiplock.webapp.web import audit, confirm_page, confirmed, page
+from skiplock.webapp import db, failure_rate, filters, queries
+from skiplock.webapp.overview import COUNT_CAP, RANGES, capped
+from skiplock.webapp.web import audit, confirm_page, confirmed, is_htmx, page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
 
@@ -103,6 +103,7 @@ def show(name: str) -> ResponseReturnValue:
     if status not in ("ready", "scheduled") or text is not None:
         sort = "priority"  # only queued jobs have a second order, and a text search keeps claim order
     wanted_id = filters.job_id(filters.arg("id"))
+    span = filters.choice(filters.arg("range"), tuple(RANGES), "1h", "range")  # the failure-rate chart's
     backwards = filters.arg("before") not in (None, "")
     prio, c_time, c_id = filters.cursor(filters.arg("before") if backwards else filters.arg("after"))
     if c_id is not None and status in ("ready", "scheduled") and sort == "priority" and prio is None:
@@ -117,12 +118,13 @@ def show(name: str) -> ResponseReturnValue:
         paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
         reasons = why.for_queue(conn, queue, Settings().reaper_interval)
         flow = queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
+        failures = failure_rate.for_queue(conn, queue, span) if not is_htmx() else None  # not in the live part
     first_page = c_id is None or (backwards and result.prev_cursor is None)
     return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=result.rows,
                 q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
                 prev_cursor=result.prev_cursor, window_hit=result.window_hit, search_window=SEARCH_WINDOW,
                 paused=bool(paused and paused[0]), first_page=first_page, counts=counts, sort=sort,
-                reasons=reasons, actions=TAB_ACTIONS[status], capped=capped, flow=flow)
+                reasons=reasons, actions=TAB_ACTIONS[status], capped=capped, flow=flow, failure_rate=failures)
 
 
 @bp.route("/<path:name>/jobs", methods=["POST"])

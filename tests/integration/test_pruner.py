@@ -96,3 +96,20 @@ def test_stats_past_retention_fold_into_totals_and_metrics_never_go_down(conn, p
     assert sorted(conn.execute(STAT_TOTALS).fetchall()) == totals_before
     assert Pruner(pool, settings, batch=400).run_once() == 0  # a second pass finds nothing
     assert sorted(conn.execute(STAT_TOTALS).fetchall()) == totals_before
+
+
+def test_payload_edits_are_kept_as_long_as_the_audit_trail(conn: psycopg.Connection, pool: ConnectionPool) -> None:
+    """job_edits (migration 032) is the audit's evidence: the pruner drops rows past SKIPLOCK_AUDIT_RETENTION."""
+    from skiplock.core import payload_edit
+
+    for job_id in make_jobs(conn, 3, "dead", 1):
+        with conn.transaction():
+            seen = payload_edit.seen(conn, job_id)
+            assert seen is not None
+            payload_edit.edit_and_retry(conn, job_id, {"fixed": job_id}, seen.digest, "ops")
+    # age two edits past a one-day retention (the server's clock cannot be moved)
+    conn.execute("UPDATE job_edits SET at = now() - interval '2 days' WHERE id IN "
+                 "(SELECT id FROM job_edits ORDER BY id LIMIT 2)")
+    Pruner(pool, load_settings(env={}, audit_retention=86400.0), batch=1).run_once()
+    kept = conn.execute("SELECT new_payload FROM job_edits").fetchall()
+    assert len(kept) == 1 and kept[0][0] == {"fixed": max(r[0] for r in conn.execute("SELECT id FROM jobs"))}

@@ -184,4 +184,5 @@ def test_only_the_queue_core_writes_jobs() -> None:
                if writes.search(p.read_text())}
     # queries.py holds the core's statements; the others are core modules with one statement family each
     assert writers == {"worker/core/queries.py", "worker/core/attempts.py", "worker/core/cancel.py",
-                       "worker/core/snooze.py", "worker/core/handoff.py", "worker/tools/bench_seed.py"}, writers
+                       "worker/core/snooze.py", "worker/core/handoff.py", "worker/core/payload_edit.py",
+                       "worker/tools/bench_seed.py"}, writers

@@ -1,7 +1,9 @@
 """Every failed attempt's error, kept on the job (jobs.attempt_errors, migration 012).
 
-A bounded JSON array, newest last: the last KEEP_ATTEMPTS failed runs, each {attempt, worker, at,
-duration_ms, error} with the error cut to ERROR_CHARS. last_error stays as it is for SQL users.
+A bounded JSON array, newest last: the last KEEP_ATTEMPTS failed runs, each {attempt, worker, started,
+at, duration_ms, error} with the error cut to ERROR_CHARS. `started` is the run's claim (jobs.started_at,
+still this run's while its failure is written; entries written before issue 36 lack it), `at` the ack.
+last_error stays as it is for SQL users.
 core.ack_batch writes it just before a batch's failures, with the same fence as the ack (this
 worker, this run, still running), so a late result of a reaped run never adds a line. Runs whose
 lease expired (a crash) are not listed here: the reaper's text in last_error says so.
@@ -26,7 +28,7 @@ UPDATE jobs j
          FROM jsonb_array_elements(
                   coalesce(j.attempt_errors, '[]'::jsonb)
                   || jsonb_build_array(jsonb_build_object(
-                         'attempt', v.attempt, 'worker', %(worker_id)s::text, 'at', now(),
+                         'attempt', v.attempt, 'worker', %(worker_id)s::text, 'started', j.started_at, 'at', now(),
                          'duration_ms', round(v.duration::numeric, 1), 'error', left(v.error, {ERROR_CHARS}))))
               WITH ORDINALITY AS e(value, n)
         WHERE e.n > jsonb_array_length(coalesce(j.attempt_errors, '[]'::jsonb)) + 1 - {KEEP_ATTEMPTS})

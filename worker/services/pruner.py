@@ -8,7 +8,7 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import audit, core, queries, run_times
+from skiplock.core import audit, core, payload_edit, queries, run_times
 from skiplock.core.config import Settings
 from skiplock.core.status import JobStatus
 
@@ -45,6 +45,8 @@ class Pruner:
                 total += self._in_batches(partial(core.prune_finished, conn, status, keep))
             # the operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
+            # payload edits (migration 032) are the audit's evidence: kept as long
+            total += self._in_batches(lambda n: payload_edit.prune(conn, self.settings.audit_retention, n))
             # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
             total += self._in_batches(lambda n: core.prune_stats(conn, self.settings.stats_retention, n))
             # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import audit, core
+from skiplock.core import audit, core, payload_edit
 from skiplock.core.config import load_settings
 from skiplock.core.db import connect
 from skiplock.core.errors import SkiplockError
@@ -74,6 +74,10 @@ def _add_args(p: argparse.ArgumentParser) -> None:
         action.add_argument("--all", action="store_true", help="with no filter: every dead (or failed) job")
         action.add_argument("--dry-run", action="store_true", help="print how many jobs it covers; change nothing")
         _actor(action)
+        if name == "retry":
+            action.add_argument("--payload", metavar="JSON",
+                                help="one dead job only: replace its payload with this JSON, then retry it (the "
+                                     "original is kept in job_edits; the console's \"Edit and retry\")")
     cancel = sub.add_parser("cancel", help="cancel a running job (at its next heartbeat) or a queued one")
     cancel.add_argument("job_id", type=int, help="the job's id")
     cancel.add_argument("--as", "--actor", dest="actor", default=None,
@@ -143,6 +147,8 @@ def _show(conn: psycopg.Connection, args: argparse.Namespace) -> int:
 def _change(conn: psycopg.Connection, args: argparse.Namespace) -> int:
     what = args.jobs_action  # retry or purge
     actor = args.actor or os.environ.get("USER") or getpass.getuser()
+    if getattr(args, "payload", None) is not None:
+        return _edit_and_retry(conn, args, actor)
     narrowed = any((args.queue, args.error, args.within, args.older_than, args.text))
     if args.job_ids and (narrowed or args.all):
         raise SkiplockError(f"jobs {what}: give job ids or filters, not both")
@@ -169,6 +175,29 @@ def _change(conn: psycopg.Connection, args: argparse.Namespace) -> int:
     count = (core.retry_matching if what == "retry" else core.purge_matching)(conn, flt)
     audit.record(conn, actor, "cli", f"{what} all matching", count, detail)
     print(f"{_past(what)} {count} job(s)")
+    return 0
+
+
+def _edit_and_retry(conn: psycopg.Connection, args: argparse.Namespace, actor: str) -> int:
+    """`jobs retry ID --payload JSON`: the console's "Edit and retry" (worker/core/payload_edit.py)."""
+    if len(args.job_ids) != 1 or args.dry_run or args.all:
+        raise SkiplockError("jobs retry --payload: give exactly one job id (and no --all or --dry-run)")
+    job_id = args.job_ids[0]
+    seen = payload_edit.seen(conn, job_id)
+    if seen is None:
+        print(f"job {job_id} does not exist")
+        return 1
+    try:
+        new = payload_edit.parse(args.payload, seen.payload, load_settings().max_payload_bytes)
+        with conn.transaction():  # the edit, the retry and the audit row commit together, as in the console
+            done = payload_edit.edit_and_retry(conn, job_id, new, seen.digest, actor)
+            audit.record(conn, actor, "cli", "edit and retry", 1,
+                         {"ids": [job_id], "edit": done.edit_id, "changes": done.changes})
+    except payload_edit.PayloadEditRefused as refused:
+        print(str(refused))
+        return 1
+    print(f"retried job {job_id} with the edited payload ({len(done.changes)} change(s)); "
+          f"the original is kept as edit {done.edit_id}")
     return 0
 
 
