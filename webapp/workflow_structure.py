@@ -89,17 +89,20 @@ def grouped(conn: psycopg.Connection, root: int, cap: int,
             while len(_shapes) > KEPT:
                 _shapes.popitem(last=False)
         return dag.group(everything, parents, children, depth=shape.depth)
-    newly_gone = [i for i in shape.ids if i not in nodes and i not in shape.gone]
+    with _lock:  # (another thread of this process may be adding to it)
+        gone = dict(shape.gone)
+    newly_gone = [i for i in shape.ids if i not in nodes and i not in gone]
     if newly_gone:  # finished since the shape was read, and their rows deleted: their final states
         with conn.cursor() as cur:
             rows = cur.execute(wq.JOB_FINAL_STATES, {"ids": newly_gone}).fetchall()
+        gone.update((job_id, state) for job_id, state in rows)
         with _lock:
-            shape.gone.update((job_id, state) for job_id, state in rows)
-    nodes.update((i, (state, None)) for i, state in shape.gone.items())
+            shape.gone.update(gone)
+    nodes.update((i, (state, None)) for i, state in gone.items())
     return dag.group(nodes, shape.parents, shape.children, depth=shape.depth)
 
 
 def forget() -> None:
-    """Drop every kept shape (tests that rebuild a database under the same ids)."""
+    """Drop every kept shape (tests/benchmarks/workflow_pages.py times first views with it)."""
     with _lock:
         _shapes.clear()
