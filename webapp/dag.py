@@ -122,15 +122,19 @@ class Grouped:
     hidden: int  # jobs deeper than MAX_LAYERS: counted, not drawn
 
 
-def group(nodes: dict[int, tuple[str, str | None]], parents: Sequence[int], children: Sequence[int]) -> Grouped:
+def group(nodes: dict[int, tuple[str, str | None]], parents: Sequence[int], children: Sequence[int],
+          depth: dict[int, int] | None = None) -> Grouped:
     """Depths, then one box per job or, in a layer of more than LAYER_LIMIT, per (state, queue).
 
     `nodes`: id -> (state, queue); `parents`/`children`: the edges as two parallel arrays (edges
-    with an end outside the workflow are ignored). Jobs deeper than MAX_LAYERS are counted but not
-    drawn (the page says so). Written for 10,000 jobs per page view: tuples and Counter, no objects.
+    with an end outside the workflow are ignored). `depth`: the depths computed before for these
+    nodes and edges (workflow_structure keeps them), else computed here. Jobs deeper than MAX_LAYERS
+    are counted but not drawn (the page says so). Written for 10,000 jobs per page view: tuples and
+    Counter, no objects.
     """
     edges = [(p, c) for p, c in zip(parents, children, strict=True) if p != c and p in nodes and c in nodes]
-    depth = depths(list(nodes), edges)
+    if depth is None:
+        depth = depths(list(nodes), edges)
     sizes = Counter(depth.values())
     wide = {d for d, n in sizes.items() if n > LAYER_LIMIT}
     box_of: dict[int, int] = {}  # job -> its box's number

@@ -80,8 +80,11 @@ SELECT count(*) FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s
 # and as arrays (a 10,000-job workflow is one row, not 10,000): its jobs with a row, through
 # jobs_workflow_idx (the root, and every job whose workflow_id names it), and the edges into them,
 # through job_deps_child_idx.
+# (With jobs' file node: a TRUNCATE gives it a new one, so a kept shape (workflow_structure) of the
+# jobs before it, whose ids may be handed out again, is never taken for the jobs after it.)
 WORKFLOW_MEMBERS = """
-SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(state), '{}'), coalesce(array_agg(queue), '{}')
+SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(state), '{}'), coalesce(array_agg(queue), '{}'),
+       pg_relation_filenode('jobs'::regclass)
   FROM (SELECT id, status::text AS state, queue FROM jobs
          WHERE workflow_id = %(root)s OR id = %(root)s LIMIT %(cap)s) m
 """
@@ -146,6 +149,13 @@ SELECT b.id, b.total, b.pending, b.succeeded, b.dead, b.cancelled, b.sealed, b.c
 """
 JOB_STATES = f"""
 SELECT x.id, j.queue, {_STATE} AS state
+  FROM unnest(%(ids)s::bigint[]) AS x(id)
+  LEFT JOIN jobs j ON j.id = x.id
+  LEFT JOIN job_results r ON r.job_id = x.id
+"""
+# The final states of jobs whose rows are gone (or of any job: its row's state if it has one).
+JOB_FINAL_STATES = f"""
+SELECT x.id, {_STATE} AS state
   FROM unnest(%(ids)s::bigint[]) AS x(id)
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from skiplock.core import queries as core_queries
 from skiplock.core import workflow_ops
 from skiplock.core.results import FINAL_STATES
-from skiplock.webapp import dag, db, filters
+from skiplock.webapp import dag, db, filters, workflow_structure
 from skiplock.webapp import workflow_queries as wq
 from skiplock.webapp.web import audit, page
 
@@ -73,21 +73,28 @@ def show(job_id: str) -> ResponseReturnValue:
 
 
 def _read_dag(conn: psycopg.Connection, root: int) -> dag.Grouped:
-    """The workflow's jobs and edges: those with a row through the workflow index, then those whose
-    rows are gone by a walk from the finished ones (workflow_queries explains why that finds all).
-    Read as arrays in binary: a 10,000-job workflow costs the page a few rows, not 30,000."""
+    """The workflow's jobs and edges: its states read now, its shape (jobs, edges, depths) kept for a
+    few seconds between views (workflow_structure says why and how)."""
+    return workflow_structure.grouped(conn, root, MAX_NODES, lambda nodes: _read_shape(conn, root, nodes))
+
+
+def _read_shape(conn: psycopg.Connection, root: int, nodes: dict[int, tuple[str, str | None]]
+                ) -> tuple[dict[int, tuple[str, str | None]], list[int], list[int]]:
+    """Every job of the workflow (id -> (state, queue)) and its edges, given `nodes`, those with a row:
+    the edges into them, then the jobs whose rows are gone by a walk from the finished ones
+    (workflow_queries explains why that finds all). Read as arrays in binary: a 10,000-job workflow
+    costs the page a few rows, not 30,000."""
     params = {"root": root, "cap": MAX_NODES}
     with conn.cursor(binary=True) as cur:
-        ids, states, queues = cur.execute(wq.WORKFLOW_MEMBERS, params).fetchone() or ([], [], [])
         parents, children = cur.execute(wq.WORKFLOW_MEMBER_EDGES, params).fetchone() or ([], [])
-        nodes: dict[int, tuple[str, str | None]] = dict(zip(ids, zip(states, queues, strict=True), strict=True))
         seeds = {root} | {p for p in set(parents) if p not in nodes}
         finished = [job_id for job_id, (state, _) in nodes.items() if state in FINAL_STATES]
         gone = cur.execute(wq.WORKFLOW_GONE, {"seeds": sorted(seeds), "finished": finished, "cap": MAX_NODES,
                                               "root": root})
         gone_ids, gone_states, gone_parents, gone_children = gone.fetchone() or ([], [], [], [])
-    nodes.update((job_id, (state, None)) for job_id, state in zip(gone_ids, gone_states, strict=True))
-    return dag.group(nodes, [*parents, *gone_parents], [*children, *gone_children])
+    everything = dict(nodes)
+    everything.update((job_id, (state, None)) for job_id, state in zip(gone_ids, gone_states, strict=True))
+    return everything, [*parents, *gone_parents], [*children, *gone_children]
 
 
 def _plan(conn: psycopg.Connection, root: int) -> dict[str, int]:

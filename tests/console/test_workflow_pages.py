@@ -85,6 +85,23 @@ def test_the_workflow_page_draws_every_job_before_and_after_the_run(admin: Sessi
     assert _svg_jobs(admin.get(f"/workflows/{kids[1]}").get_data(as_text=True)) == {kids[1], summary}
 
 
+def test_views_between_changes_show_jobs_finished_and_added_since(admin: Session) -> None:
+    """The page keeps a workflow's shape between views (webapp/workflow_structure.py): a job that
+    finished since (its row deleted) shows its final state, a job added since is drawn."""
+    root, kids, summary = _fan(3)
+    assert _counts(admin.get(f"/workflows/{root}").get_data(as_text=True)) == {"queued": 1, "waiting": 4}
+    _run(3)  # the root and two children: their rows are gone
+    html = admin.get(f"/workflows/{root}").get_data(as_text=True)
+    assert _svg_jobs(html) == {root, *kids, summary}
+    assert _counts(html) == {"queued": 1, "waiting": 1, "succeeded": 3}
+    late = skiplock.enqueue("wfc_step", {"n": 9}, depends_on=[kids[2]])  # joins the root's workflow
+    html = admin.get(f"/workflows/{root}").get_data(as_text=True)
+    assert _svg_jobs(html) == {root, *kids, summary, late}
+    assert _counts(html) == {"queued": 1, "waiting": 2, "succeeded": 3}
+    assert len(testing.drain(DRAIN)) == 3
+    assert _counts(admin.get(f"/workflows/{root}").get_data(as_text=True)) == {"succeeded": 6}
+
+
 def test_a_member_with_its_row_redirects_to_its_root(admin: Session) -> None:
     root, kids, _ = _fan(2)
     response = admin.get(f"/workflows/{kids[1]}")
