@@ -1,5 +1,5 @@
 """Recurring schedules: definitions with schedule, next and last fire time and enabled state,
-with pause, resume and run now (all through skiplock.recurring_defs)."""
+with pause, resume and run now (all through skiplock.services.recurring_defs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import recurring_defs as recurring
+from skiplock.services import recurring_defs as recurring
 from skiplock.webapp import db, queries
 from skiplock.webapp.web import audit, page
 

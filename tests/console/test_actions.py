@@ -162,7 +162,7 @@ def test_core_filter_refuses_live_states(conn):
         core.retry_matching(conn, core.FinishedFilter(status="queued"))
 
 
-# ---- recurring (the page works against the contract once skiplock.recurring_defs exists) -----------------
+# ---- recurring (the page works against the contract once skiplock.services.recurring_defs exists) -----------------
 
 
 def test_recurring_schedules_pause_resume_run(admin, conn):

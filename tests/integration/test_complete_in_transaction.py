@@ -36,7 +36,7 @@ def _claimed(conn: psycopg.Connection, history: str) -> JobContext:
 
 def _business_write(user_conn: object, job: JobContext) -> None:
     """The handler's own row, written through the caller's library (as an application would)."""
-    from skiplock import adapters
+    from skiplock.core import adapters
 
     adapters.run_sync(user_conn, "INSERT INTO tx_results (job_id, attempt, pid) VALUES (%(id)s, %(a)s, 0)",
                       {"id": job.id, "a": job.attempt})
@@ -93,7 +93,7 @@ def test_complete_async_commits_or_is_refused(kind: str, db_url: str, conn: psyc
             await rollback()
         _assert_untouched(conn, job)
         async with async_kind(db_url, kind) as (user_conn, commit, rollback):
-            from skiplock import adapters
+            from skiplock.core import adapters
 
             await adapters.run_async(user_conn, "INSERT INTO tx_results (job_id, attempt, pid) "
                                                 "VALUES (%(id)s, %(a)s, 0)", {"id": job.id, "a": job.attempt})

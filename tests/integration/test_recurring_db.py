@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 from skiplock import enqueue
 from skiplock.core import core
 from skiplock.core.db import make_pool
-from skiplock.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.services.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
 from skiplock.services.recurring_service import RecurringService
 from skiplock.services.recurring_store import prune_slots, slot_key
 from skiplock.services.schedule import IntervalSchedule

@@ -139,7 +139,7 @@ def test_typed_enqueue_async_validates_then_enqueues(typed_tasks, conn) -> None:
     """The typed handle's asyncio enqueue: a bad field is refused before anything is written."""
     import asyncio
 
-    from skiplock.producer_async import close_default_async_pool
+    from skiplock.core.producer_async import close_default_async_pool
 
     async def both() -> int | None:
         try:

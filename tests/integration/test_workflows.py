@@ -1,4 +1,4 @@
-"""Workflows through the public API, run by skiplock.testing.drain (the worker's own claim and ack).
+"""Workflows through the public API, run by skiplock.tools.testing.drain (the worker's own claim and ack).
 
 Dependencies, the dependency-failure policies, retry of a dead parent, batches and their callbacks,
 results, status and the transactional guarantees (a rollback leaves nothing). Multi-process and
@@ -11,8 +11,9 @@ import psycopg
 import pytest
 
 import skiplock
-from skiplock import EnqueueError, JobFailed, ResultNotReady, testing
+from skiplock import EnqueueError, JobFailed, ResultNotReady
 from skiplock.core import core, workflow_ops
+from skiplock.tools import testing
 from tests.support import workflow_handlers  # registers the wf_* handlers; its LOG_TABLE is used
 from tests.support.helpers import scalar
 

@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock import adapters
-from skiplock.core import queries
+from skiplock.core import adapters, queries
 from skiplock.core.errors import EnqueueError
 
 # What a dependent does when a parent ends dead or cancelled: end with it (the default) or run anyway.
@@ -109,7 +108,7 @@ def linked_params(specs: Sequence[Any], parents: Sequence[Sequence[int]], polici
 async def insert_linked_async(conn: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]],
                               policies: Sequence[str | None], batch: int | None = None) -> list[int]:
     """insert_linked for asyncio: `conn` any connection enqueue_async accepts, or None for the async pool."""
-    from skiplock.producer_async import _execute
+    from skiplock.core.producer_async import _execute
 
     wanted = sorted({p for ps in parents for p in ps})
     if wanted:

@@ -18,8 +18,7 @@ from typing import Any, NamedTuple, overload
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import adapters
-from skiplock.core import links, queries, task_defaults, tracing
+from skiplock.core import adapters, links, queries, task_defaults, tracing
 from skiplock.core.config import Settings, load_settings
 from skiplock.core.db import make_pool
 from skiplock.core.errors import EnqueueError
@@ -338,7 +337,7 @@ def enqueue(
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
     with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection,
     Session or scoped_session (Flask-SQLAlchemy's db.session), or a Django connection (see
-    skiplock.adapters). Without it, a pooled autocommit
+    skiplock.core.adapters). Without it, a pooled autocommit
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skiplock import typed
+from skiplock.core import typed
 from skiplock.core.errors import ConfigError, JobOwnershipLost, TaskImportError
 
 
@@ -52,8 +52,7 @@ class JobContext:
         `session.begin()` block does that by itself).
         Commit right after: until then the job's row and its job_stats row stay locked.
         """
-        from skiplock import adapters
-        from skiplock.core import core
+        from skiplock.core import adapters, core
 
         text, refused = _result_text(result)
         sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
@@ -63,8 +62,7 @@ class JobContext:
     async def complete_async(self, conn: Any, result: Any = None) -> None:
         """complete() for a psycopg AsyncConnection, an asyncpg Connection, or an SQLAlchemy
         AsyncConnection/AsyncSession/async_scoped_session."""
-        from skiplock import adapters
-        from skiplock.core import core
+        from skiplock.core import adapters, core
 
         text, refused = _result_text(result)
         sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
@@ -250,7 +248,7 @@ def task(
 
     def decorate(func: Callable[..., Any]) -> typed.TaskHandle:
         wants_job = _check_signature(func)
-        # a dataclass/pydantic payload is built before the call (worker/typed.py); else `func` itself
+        # a dataclass/pydantic payload is built before the call (worker/core/typed.py); else `func` itself
         REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options),
                           is_async=inspect.iscoroutinefunction(func), version=version, upgrade=upgrades,
                           lock_key=lock_key, concurrency=concurrency, rate=per_second))

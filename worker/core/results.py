@@ -16,8 +16,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock import adapters
-from skiplock.core import queries
+from skiplock.core import adapters, queries
 from skiplock.core.errors import SkiplockError
 
 FINAL_STATES = ("succeeded", "dead", "failed")

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from skiplock import hooks
-from skiplock.core import cancel, core, tracing
+from skiplock.core import cancel, core, hooks, tracing
 from skiplock.core.config import Settings
 from skiplock.core.error_summary import headline
 from skiplock.core.registry import JobContext, Task
@@ -235,7 +234,7 @@ class Executor:
         """What a handler's exception means for its job (worker/runtime/outcomes.py); the hooks are told."""
         outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
                                          backoff_cap=self.settings.backoff_cap)
-        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
+        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/core/hooks.py); never changes the outcome
         return outcome
 
     def _record(self, job: core.ClaimedJob, outcome: core.Outcome, started: float,

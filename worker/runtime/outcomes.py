@@ -1,6 +1,6 @@
 """What a handler's run asks for: one pure mapping from "returned / raised X" to a core.Outcome.
 
-The worker's executor (worker/runtime/executor.py) and the test helper `skiplock.testing.drain` both
+The worker's executor (worker/runtime/executor.py) and the test helper `skiplock.tools.testing.drain` both
 call these, so a job drained in a test ends exactly as it would under a real worker.
 """
 
@@ -58,7 +58,7 @@ def succeeded(job: core.ClaimedJob, value: Any = None,
 # The skiplock functions that call a handler: (module, function). A TypeError whose traceback ends in
 # one of them was raised by the call itself (the arguments did not bind), so the handler's body never ran.
 CALL_SITES = frozenset({("skiplock.runtime.executor", "_call"), ("skiplock.runtime.executor", "_call_async"),
-                        ("skiplock.typed", "run_typed"), ("skiplock.testing", "_run")})
+                        ("skiplock.core.typed", "run_typed"), ("skiplock.tools.testing", "_run")})
 
 
 def is_call_error(exc: BaseException) -> bool:

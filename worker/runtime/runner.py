@@ -39,7 +39,6 @@ from skiplock.core.run_times import RunTimeRecorder
 from skiplock.core.status import HistoryMode
 from skiplock.core.waiting import Waiting
 from skiplock.core.worker_control import WorkerCommand
-from skiplock.recurring_defs import DEFINITIONS
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
 from skiplock.runtime.executor import Executor
@@ -55,6 +54,7 @@ from skiplock.runtime.signals import Signals
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
+from skiplock.services.recurring_defs import DEFINITIONS
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 from skiplock.services.workflow_sweeper import WorkflowSweeper

@@ -25,7 +25,7 @@ from skiplock.services.schedule import plan_time
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
 
-    from skiplock.recurring_defs import Definition
+    from skiplock.services.recurring_defs import Definition
 
 log = logging.getLogger("skiplock.recurring")
 

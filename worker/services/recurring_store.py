@@ -206,7 +206,7 @@ class SyncResult:
 
 
 class Definition(Protocol):
-    """What the store reads of a recurring definition (skiplock.recurring_defs.Definition, which
+    """What the store reads of a recurring definition (skiplock.services.recurring_defs.Definition, which
     imports this module: a Protocol here keeps the import one way)."""
 
     @property

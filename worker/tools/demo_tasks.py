@@ -8,7 +8,7 @@ from typing import Any
 
 from skiplock import PermanentFailure, enqueue_many, task
 from skiplock.core.registry import JobContext
-from skiplock.recurring_defs import recurring
+from skiplock.services.recurring_defs import recurring
 
 
 @task("emails")

@@ -10,7 +10,7 @@ from skiplock.core import audit
 from skiplock.core.config import load_settings
 from skiplock.core.db import connect
 from skiplock.core.errors import SkiplockError
-from skiplock.recurring_defs import list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.services.recurring_defs import list_schedules, pause_schedule, resume_schedule, run_schedule_now
 from skiplock.tools.commands import command
 
 

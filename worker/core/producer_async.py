@@ -2,7 +2,7 @@
 
 The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
 `conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an asyncpg Connection,
-an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.adapters). Without
+an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.core.adapters). Without
 it, an async pool of autocommit connections is built from DATABASE_URL on first use, one per event
 loop (a psycopg async pool belongs to the loop it was opened on).
 """
@@ -18,8 +18,7 @@ from typing import Any, overload
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock import adapters
-from skiplock.core import links, queries, task_defaults, tracing
+from skiplock.core import adapters, links, queries, task_defaults, tracing
 from skiplock.core.config import load_settings, validate_database_url
 from skiplock.core.db import connect_kwargs
 from skiplock.core.errors import EnqueueError

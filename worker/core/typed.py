@@ -190,7 +190,7 @@ class TaskHandle:
                             tenant: str | None = None, depends_on: Iterable[int] | None = None,
                             on_dependency_failure: str = "dead") -> int | None:
         """skiplock.enqueue_async on this task's queue, the payload validated first."""
-        from skiplock.producer_async import enqueue_async
+        from skiplock.core.producer_async import enqueue_async
 
         return await enqueue_async(self.queue, self._serialised(payload), conn=conn, priority=priority,
                                    run_at=run_at, delay=delay, unique_key=unique_key, max_attempts=max_attempts,

@@ -38,8 +38,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from skiplock import hooks
-from skiplock.core import core, tracing, versions
+from skiplock.core import core, hooks, tracing, versions
 from skiplock.core.config import load_settings
 from skiplock.core.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
