@@ -15,16 +15,14 @@ SOURCES = {"skiplock": ROOT / "worker", "skiplock.webapp": ROOT / "webapp"}
 # The layers, lowest first: a module may import modules of its own layer and of the layers before it.
 # A layer is a sub-package of skiplock (the console is skiplock.webapp).
 LAYERS = ["core", "monitor", "services", "runtime", "webapp", "tools"]
-# The package's top-level modules are the ones the README has users import (skiplock, skiplock.testing,
-# skiplock.hooks, ...): they stay there, and each belongs to the layer its code is part of.
+# The package's top-level modules: `skiplock` itself, `python -m skiplock`, and the public import paths of
+# docs/reference/api.md, each a re-export of the module in its layer (issue 37), on the layer it re-exports.
 TOP_LEVEL = {
-    "skiplock.adapters": "core",
-    "skiplock.typed": "core",
+    "skiplock": "tools",
+    "skiplock.__main__": "tools",
     "skiplock.hooks": "core",
     "skiplock.producer_async": "core",
     "skiplock.recurring_defs": "services",
-    "skiplock": "tools",
-    "skiplock.__main__": "tools",
     "skiplock.testing": "tools",
 }
 
@@ -90,6 +88,17 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
     assert layer_violations(graph) == []  # type-only imports (`if TYPE_CHECKING:`) count too
 
 
+def test_the_top_level_holds_only_the_package_and_its_public_re_exports() -> None:
+    """Every other module sits in the folder of its layer (issue 37); a re-export is a few lines."""
+    modules = package_modules()
+    top = sorted(m for m in modules if m.count(".") <= 1 and not m.startswith("skiplock.webapp")
+                 and m.split(".")[-1] not in LAYERS)
+    assert top == sorted(TOP_LEVEL), top
+    for name in ("skiplock.hooks", "skiplock.producer_async", "skiplock.recurring_defs", "skiplock.testing"):
+        tree = ast.parse(modules[name].read_text())
+        assert all(isinstance(node, ast.Expr | ast.ImportFrom | ast.Assign) for node in tree.body), name
+
+
 def test_the_worker_parts_do_not_import_the_wiring_or_each_other_but_downward() -> None:
     """runtime/runner.py wires the claimer, the executor and the shutdown; the shutdown ends the
     executor's handlers; the claimer and the executor know neither each other nor the wiring."""
@@ -137,7 +146,7 @@ def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     loops = import_loops(import_graph(package_modules()))
     freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.core",
-             "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.recurring_defs",
+             "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.services.recurring_defs",
              "skiplock.services.recurring_store"}
     assert [loop for loop in loops if freed & set(loop)] == [], loops
 
