@@ -24,10 +24,11 @@ from skiplock.core.errors import (
     Snooze,
 )
 from skiplock.core.hooks import on_dead, on_failure
+from skiplock.core.job_context import JobContext
 from skiplock.core.links import Batch, BatchInfo, batch, batch_status
 from skiplock.core.producer import enqueue, enqueue_many
 from skiplock.core.producer_async import enqueue_async, enqueue_many_async
-from skiplock.core.registry import TASK_OPTIONS, JobContext, task
+from skiplock.core.registry import TASK_OPTIONS
 from skiplock.core.results import (
     JobFailed,
     JobInfo,
@@ -39,6 +40,7 @@ from skiplock.core.results import (
     wait,
 )
 from skiplock.core.status import JobStatus
+from skiplock.core.task_decorator import task
 from skiplock.services import recurring_defs
 from skiplock.services.recurring_defs import recurring
 

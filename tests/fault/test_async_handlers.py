@@ -31,7 +31,8 @@ def effects(conn, queue: str) -> dict[int, int]:
 
 
 def test_async_def_registers_as_an_async_task():
-    from skiplock.core.registry import REGISTRY, task
+    from skiplock.core.registry import REGISTRY
+    from skiplock.core.task_decorator import task
 
     @task("async-registration-check")
     async def handler(payload, job):  # pragma: no cover - never run here

@@ -15,7 +15,7 @@ import pytest
 
 from skiplock import JobOwnershipLost, enqueue
 from skiplock.core import core
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 from tests.integration.test_user_transaction import ASYNC_KINDS, SYNC_KINDS, async_kind
 from tests.support.helpers import scalar
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from skiplock.core.registry import REGISTRY, task
+from skiplock.core.registry import REGISTRY
+from skiplock.core.task_decorator import task
 from skiplock.tools.testing import drain
 
 

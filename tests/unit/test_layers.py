@@ -141,14 +141,24 @@ def import_loops(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     """The command line's sub-commands register in tools/commands.py (cli -> dev -> web_cli -> cli), the
-    core's records live in core/records.py (core <-> attempts, snooze), and the recurring store reads a
-    Protocol of a definition (recurring_defs <-> services/recurring_store): none is in a loop."""
+    core's records live in core/records.py (core <-> attempts, snooze), the recurring store reads a
+    Protocol of a definition (recurring_defs <-> services/recurring_store), and the task table no longer
+    imports @task's handle or the handler's JobContext (producer -> registry -> typed -> producer_async ->
+    producer): none is in a loop."""
     assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     loops = import_loops(import_graph(package_modules()))
     freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.core",
              "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.services.recurring_defs",
-             "skiplock.services.recurring_store"}
+             "skiplock.services.recurring_store", "skiplock.core.registry", "skiplock.core.typed",
+             "skiplock.core.results", "skiplock.core.job_context", "skiplock.core.task_decorator"}
     assert [loop for loop in loops if freed & set(loop)] == [], loops
+
+
+def test_the_task_table_imports_nothing_above_it() -> None:
+    """The producer reads the task table (core/registry.py), so the table imports only the errors: `@task`
+    (core/task_decorator.py) and a handler's `job` (core/job_context.py) sit above it (issue 37)."""
+    graph = import_graph(package_modules())
+    assert graph["skiplock.core.registry"] == {"skiplock.core.errors"}
 
 
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:

@@ -22,7 +22,8 @@ from typing import Any
 from skiplock.core import cancel, core, hooks, tracing
 from skiplock.core.config import Settings
 from skiplock.core.error_summary import headline
-from skiplock.core.registry import JobContext, Task
+from skiplock.core.job_context import JobContext
+from skiplock.core.registry import Task
 from skiplock.core.run_times import RunTimeRecorder
 from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes

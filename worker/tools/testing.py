@@ -40,9 +40,10 @@ from psycopg.conninfo import make_conninfo
 
 from skiplock.core import core, hooks, tracing, versions
 from skiplock.core.config import load_settings
+from skiplock.core.job_context import JobContext
 from skiplock.core.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
-from skiplock.core.registry import REGISTRY, JobContext, Registry
+from skiplock.core.registry import REGISTRY, Registry
 from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
 
