@@ -103,6 +103,44 @@ def _split_from_import(text: str, old: str, new: str) -> tuple[str, bool]:
     return pattern.sub(fix, text), renamed
 
 
+def _open_column(line: str) -> int | None:
+    """The column after the innermost bracket `line` leaves open (where its continuation lines align)."""
+    stack: list[int] = []
+    quote = None
+    for column, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            break
+        elif char in "([{":
+            stack.append(column)
+        elif char in ")]}" and stack:
+            stack.pop()
+    return stack[-1] + 1 if stack else None
+
+
+def _rename_uses(text: str, old_name: str, new_name: str) -> str:
+    """`queries.X` -> `statements.X`, and the continuation lines aligned under a bracket of a renamed line
+    move with it (the code aligns them under the opening bracket)."""
+    use = re.compile(rf"(?<![\w./]){re.escape(old_name)}\.(?=[A-Za-z_])")
+    lines = text.split("\n")
+    shift_from = shift_to = None
+    for index, line in enumerate(lines):
+        if shift_from is not None and line.strip() and len(line) - len(line.lstrip(" ")) == shift_from:
+            line = " " * shift_to + line.lstrip(" ")
+        elif shift_from is not None and line.strip():
+            shift_from = shift_to = None
+        new_line = use.sub(f"{new_name}.", line)
+        if new_line != line:
+            before, after = _open_column(line), _open_column(new_line)
+            if before is not None and after is not None and before != after:
+                shift_from, shift_to = before, after
+        lines[index] = new_line
+    return "\n".join(lines)
+
+
 def rewrite(text: str, old: str, new: str, *, path_only: bool = False) -> str:
     if not path_only:
         text, renamed = _split_from_import(text, old, new)
@@ -110,7 +148,7 @@ def rewrite(text: str, old: str, new: str, *, path_only: bool = False) -> str:
         text = re.sub(rf"(?<![\w.])(?<!getLogger\(\"){re.escape(old)}(?!\w)", new, text)
         old_name, new_name = old.rpartition(".")[2], new.rpartition(".")[2]
         if renamed:
-            text = re.sub(rf"(?<![\w./]){re.escape(old_name)}\.(?=[A-Za-z_])", f"{new_name}.", text)
+            text = _rename_uses(text, old_name, new_name)
     old_path, new_path = path_of(old), path_of(new)
     text = re.sub(rf"(?<![\w/.]){re.escape(old_path)}", new_path, text)
     text = re.sub(rf"(?<![\w/.])skiplock/{re.escape(old_path.partition('/')[2])}",

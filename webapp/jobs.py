@@ -11,10 +11,10 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import transitions
-from skiplock.core.config import Settings
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, filters, job_links, queries, workflow_queries
+from skiplock.webapp import db, filters, job_links, page_queries, workflow_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -36,7 +36,7 @@ def show(job_id: str) -> ResponseReturnValue:
     jid = _parse(job_id)
     full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        job = cur.execute(queries.JOB, {"id": jid}).fetchone()
+        job = cur.execute(page_queries.JOB, {"id": jid}).fetchone()
         links = job_links.read(conn, jid, full_result)
         if job is None:
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()

@@ -47,7 +47,7 @@ def test_async_def_registers_as_an_async_task():
 
 
 def test_async_concurrency_setting_is_validated():
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
 
     assert load_settings({"SKIPLOCK_ASYNC_CONCURRENCY": "250"}).async_concurrency == 250
     assert load_settings({}).async_concurrency == 100
@@ -189,7 +189,7 @@ def test_async_recurring_task_fires(conn, spawn_worker):
 
 
 def test_lanes_split_queues_by_handler_kind_with_their_own_slots():
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
     from skiplock.runtime.lanes import ASYNC, SYNC, build_lanes
 
     async def coro(payload):  # pragma: no cover - never run

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from skiplock import enqueue
-from skiplock.core import hooks
 from skiplock.core.errors import ConfigError
+from skiplock.core.features import hooks
 from skiplock.core.registry import Registry, Task
 from skiplock.tools.testing import drain
 from tests.conftest import REPO

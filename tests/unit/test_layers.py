@@ -147,10 +147,10 @@ def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     producer): none is in a loop."""
     assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     loops = import_loops(import_graph(package_modules()))
-    freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.core",
-             "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.services.recurring_defs",
+    freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.state_changes",
+             "skiplock.core.features.attempts", "skiplock.core.features.snooze", "skiplock.services.recurring_defs",
              "skiplock.services.recurring_store", "skiplock.core.registry", "skiplock.core.typed",
-             "skiplock.core.results", "skiplock.core.job_context", "skiplock.core.task_decorator"}
+             "skiplock.core.workflows.results", "skiplock.core.job_context", "skiplock.core.task_decorator"}
     assert [loop for loop in loops if freed & set(loop)] == [], loops
 
 
@@ -162,12 +162,12 @@ def test_the_task_table_imports_nothing_above_it() -> None:
 
 
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
-    fake = {"skiplock.core.core.queries": {"skiplock.runtime.runner", "skiplock.core.core.status"},
-            "skiplock.runtime.runner": {"skiplock.core.core.queries"},
+    fake = {"skiplock.core.state_changes.queries": {"skiplock.runtime.runner", "skiplock.core.state_changes.status"},
+            "skiplock.runtime.runner": {"skiplock.core.state_changes.queries"},
             "skiplock.webapp.jobs": {"skiplock.tools.cli", "skiplock.monitor.why"},
             "skiplock.extras.thing": set()}
     assert layer_violations(fake) == [
-        "skiplock.core.core.queries (core) imports skiplock.runtime.runner (runtime)",
+        "skiplock.core.state_changes.queries (core) imports skiplock.runtime.runner (runtime)",
         "skiplock.extras.thing is on no layer",
         "skiplock.webapp.jobs (webapp) imports skiplock.tools.cli (tools)",
     ]
@@ -201,6 +201,7 @@ def test_only_the_queue_core_writes_jobs() -> None:
     writes = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+jobs\b", re.I)
     writers = {str(p.relative_to(root)) for folder in ("worker", "webapp") for p in (root / folder).rglob("*.py")
                if writes.search(p.read_text())}
-    # queries.py holds the core's statements; the others are core modules with one statement family each
-    assert writers == {"worker/core/queries.py", "worker/core/attempts.py", "worker/core/cancel.py",
-                       "worker/core/snooze.py", "worker/core/handoff.py", "worker/tools/bench_seed.py"}, writers
+    # statements.py holds the core's statements; the others are core features with one statement family each
+    assert writers == {"worker/core/statements.py", "worker/core/features/attempts.py",
+                       "worker/core/features/cancel.py", "worker/core/features/snooze.py",
+                       "worker/core/features/handoff.py", "worker/tools/bench_seed.py"}, writers

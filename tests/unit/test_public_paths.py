@@ -8,7 +8,8 @@ import skiplock.hooks
 import skiplock.producer_async
 import skiplock.recurring_defs
 import skiplock.testing
-from skiplock.core import hooks, producer_async
+from skiplock.core import producer_async
+from skiplock.core.features import hooks
 from skiplock.services import recurring_defs
 from skiplock.tools import testing
 

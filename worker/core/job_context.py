@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skiplock.core import adapters, core, progress, queries
-from skiplock.core.cancel import is_requested
-from skiplock.core.config import load_settings
+from skiplock.core import state_changes, statements
 from skiplock.core.errors import Cancelled, JobOwnershipLost
-from skiplock.core.links import BatchInfo
+from skiplock.core.features import progress
+from skiplock.core.features.cancel import is_requested
+from skiplock.core.plumbing import adapters
+from skiplock.core.plumbing.config import load_settings
 from skiplock.core.producer import default_pool
-from skiplock.core.results import encode_result
+from skiplock.core.workflows.links import BatchInfo
+from skiplock.core.workflows.results import encode_result
 
 
 @dataclass(frozen=True)
@@ -58,16 +60,16 @@ class JobContext:
         Commit right after: until then the job's row and its job_stats row stay locked.
         """
         text, refused = _result_text(result)
-        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
-                                              result=text, result_error=refused)
+        sql, params = state_changes.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
+                                                       result=text, result_error=refused)
         self._check(adapters.run_sync(conn, sql, params))
 
     async def complete_async(self, conn: Any, result: Any = None) -> None:
         """complete() for a psycopg AsyncConnection, an asyncpg Connection, or an SQLAlchemy
         AsyncConnection/AsyncSession/async_scoped_session."""
         text, refused = _result_text(result)
-        sql, params = core.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
-                                              result=text, result_error=refused)
+        sql, params = state_changes.complete_statement(self.worker_id, self.id, self.attempt, history=self.history,
+                                                       result=text, result_error=refused)
         self._check(await adapters.run_async(conn, sql, params))
 
     def _check(self, rows: Sequence[Any]) -> None:
@@ -88,7 +90,7 @@ class JobContext:
         """Report how far this run is (0..1), with an optional message: cheap enough to call per item.
 
         Shown on the console's Long-runners and returned by skiplock.status(); written by the
-        worker's heartbeat about once a second (worker/core/progress.py).
+        worker's heartbeat about once a second (worker/core/features/progress.py).
         """
         progress.report(self.id, fraction, message)
 
@@ -105,14 +107,14 @@ class JobContext:
 
     def _parents(self) -> list[tuple[int, str, Any]]:
         if not self._cache.get("parents"):
-            self._cache["parents"] = _read(queries.PARENTS_OF, {"job": self.id})
+            self._cache["parents"] = _read(statements.PARENTS_OF, {"job": self.id})
         return self._cache["parents"]
 
     @property
     def batch(self) -> BatchInfo | None:
         """The batch this job belongs to, or calls back for: a BatchInfo (id, total, succeeded, dead,
         cancelled, pending) read now; None when it has none."""
-        rows = _read(queries.BATCH_OF_JOB, {"job": self.id})
+        rows = _read(statements.BATCH_OF_JOB, {"job": self.id})
         return BatchInfo.from_row(rows[0]) if rows else None
 
     def check_cancelled(self) -> None:

@@ -2,7 +2,7 @@
 
 The same validation and the same statements as skiplock.core.producer; only the I/O is awaited. With
 `conn=` the INSERT joins the caller's transaction (a psycopg AsyncConnection, an asyncpg Connection,
-an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.core.adapters). Without
+an SQLAlchemy AsyncConnection, AsyncSession or async_scoped_session: see skiplock.core.plumbing.adapters). Without
 it, an async pool of autocommit connections is built from DATABASE_URL on first use, one per event
 loop (a psycopg async pool belongs to the loop it was opened on).
 """
@@ -18,10 +18,11 @@ from typing import Any, overload
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock.core import adapters, links, queries, task_defaults, tracing
-from skiplock.core.config import load_settings, validate_database_url
-from skiplock.core.db import connect_kwargs
+from skiplock.core import statements, task_defaults
 from skiplock.core.errors import EnqueueError
+from skiplock.core.plumbing import adapters, tracing
+from skiplock.core.plumbing.config import load_settings, validate_database_url
+from skiplock.core.plumbing.db import connect_kwargs
 from skiplock.core.producer import (
     _any_linked,
     _many_params,
@@ -31,6 +32,7 @@ from skiplock.core.producer import (
     queues_of,
     unregistered_queues,
 )
+from skiplock.core.workflows import links
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -157,5 +159,5 @@ async def enqueue_many_async(
     specs = _many_specs(jobs)
     if not specs:
         return []
-    rows = await _execute(conn, queries.ENQUEUE_MANY, _many_params(specs))
+    rows = await _execute(conn, statements.ENQUEUE_MANY, _many_params(specs))
     return [row[0] for row in rows]

@@ -30,12 +30,12 @@ class Task:
     # an `async def` handler: the worker runs it on its event loop thread (worker/runtime/async_pool.py)
     is_async: bool = False
     # payload version this handler takes, and upcasters {from_version: fn(payload) -> next version's}
-    # (worker/core/versions.py); jobs are stamped with `version` at enqueue
+    # (worker/core/features/versions.py); jobs are stamped with `version` at enqueue
     version: int = 1
     upgrade: dict[int, Callable[[Any], Any]] = field(default_factory=dict)
     # the jobs' lock_key: a fixed string, or a function of the payload (worker/runtime/flow.py), or None
     lock_key: Any = None
-    # global limits declared in code, written to queue_limits when a worker starts (worker/core/limits.py)
+    # global limits declared in code, written to queue_limits when a worker starts (worker/core/features/limits.py)
     concurrency: int | None = None
     rate: Any = None
 

@@ -10,8 +10,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from skiplock.core import limits, typed, versions
+from skiplock.core import typed
 from skiplock.core.errors import ConfigError
+from skiplock.core.features import limits, versions
 from skiplock.core.registry import REGISTRY, TASK_OPTIONS, Task, qualname
 
 

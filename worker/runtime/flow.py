@@ -1,6 +1,6 @@
 """A worker's side of flow control (issue 15): what its claims pass, and payload upgrades.
 
-The decisions themselves are the claim's, in SQL (worker/core/queries.py, _CLAIM); this keeps the few
+The decisions themselves are the claim's, in SQL (worker/core/statements.py, _CLAIM); this keeps the few
 things a worker tells it: the newest payload version it runs per queue, where each queue's tenant
 round-robin starts next, and which of its queues are limited (so those claims lock their
 queue_limits rows first). It also upgrades an older payload before the handler sees it.
@@ -16,9 +16,10 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import limits, task_defaults, versions
-from skiplock.core.core import ClaimedJob
+from skiplock.core import task_defaults
+from skiplock.core.features import limits, versions
 from skiplock.core.registry import Task
+from skiplock.core.state_changes import ClaimedJob
 
 # How often one worker's claims include each limited queue. Including it costs every claim a call
 # of skiplock_limit_allowances (a row lock and a count) and a walk of that queue's head; a worker

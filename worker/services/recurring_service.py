@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.db import is_connection_error
+from skiplock.core.plumbing.db import is_connection_error
 from skiplock.services import recurring_store
 from skiplock.services.schedule import plan_time
 

@@ -10,7 +10,7 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.workflow_repair import GRACE_SECONDS, Sweep, repair
+from skiplock.core.workflows.workflow_repair import GRACE_SECONDS, Sweep, repair
 
 log = logging.getLogger("skiplock.sweeper")
 

@@ -15,8 +15,8 @@ your top-level conftest.py. It gives:
 And, usable with or without the plugin:
 
 - `drain(queue=None, conn=None)` runs the ready jobs in this process through the real claim and
-  ack statements (skiplock.core.core) and the worker's own outcome rules (skiplock.runtime.outcomes), until none
-  is ready: retries that are due run too, a retry scheduled later does not. Returns the outcomes.
+  ack statements (skiplock.core.state_changes) and the worker's own outcome rules (skiplock.runtime.outcomes),
+  until none is ready: retries that are due run too, a retry scheduled later does not. Returns the outcomes.
 - `enqueued_jobs(queue=None, conn=None)` lists the queued jobs; `assert_enqueued(queue, subset)`
   fails with the list of what is queued unless a job's payload contains `subset`.
 """
@@ -38,16 +38,18 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from skiplock.core import core, hooks, tracing, versions
-from skiplock.core.config import load_settings
+from skiplock.core import state_changes
+from skiplock.core.features import hooks, versions
 from skiplock.core.job_context import JobContext
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing import tracing
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.core.producer import close_default_pool
 from skiplock.core.registry import REGISTRY, Registry
 from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
 
-# Status names a drained job ends in, by the outcome's status (core.Outcome.status).
+# Status names a drained job ends in, by the outcome's status (state_changes.Outcome.status).
 _FINAL_STATUS: dict[str, str] = {
     OutcomeStatus.OK: JobStatus.SUCCEEDED.value, OutcomeStatus.RETRY: JobStatus.QUEUED.value,
     OutcomeStatus.DEAD: JobStatus.DEAD.value, OutcomeStatus.FAILED: JobStatus.FAILED.value,
@@ -104,7 +106,7 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
           registry: Registry = REGISTRY, max_jobs: int = 1000) -> list[DrainedJob]:
     """Run every ready job of `queue` (default: every queue with a registered handler) in-process.
 
-    Jobs are claimed with core.claim and their results written with core.ack_batch, one job at a
+    Jobs are claimed with state_changes.claim and their results written with state_changes.ack_batch, one job at a
     time, as a worker would. Jobs the handlers enqueue meanwhile run too, if ready. Stops when no
     job is ready; raises DrainLimitExceeded after `max_jobs` runs.
     """
@@ -124,12 +126,12 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
         while True:
             # the newest payload version each handler runs, as a worker's claim passes it: a newer
             # job stays queued for a newer worker
-            jobs = core.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True,
-                              versions=newest)
+            jobs = state_changes.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True,
+                                       versions=newest)
             if not jobs:
                 return done
             if len(done) >= max_jobs:
-                core.release_own(db, worker_id, [jobs[0].id])
+                state_changes.release_own(db, worker_id, [jobs[0].id])
                 raise DrainLimitExceeded(f"drain ran {max_jobs} jobs and more are ready (a job that "
                                          "enqueues itself?); raise max_jobs= if that is expected")
             job = jobs[0]
@@ -138,14 +140,14 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             tracing.start_run(job.id, job.queue, job.attempts)
             outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap)
             tracing.end_run(outcome.status, outcome.error)
-            core.ack_batch(db, worker_id, [outcome], history=settings.history)
+            state_changes.ack_batch(db, worker_id, [outcome], history=settings.history)
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
                                    outcome.error, outcome.delay if outcome.status in _DELAYED else None,
                                    json.loads(outcome.result) if outcome.result is not None else None))
 
 
-def _run(registry: Registry, job: core.ClaimedJob, payload: Any, worker_id: str,
-         backoff_base: float, backoff_cap: float) -> core.Outcome:
+def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker_id: str,
+         backoff_base: float, backoff_cap: float) -> state_changes.Outcome:
     task = registry.get(job.queue)
     assert task is not None  # drain checked every queue it claims from
     try:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.errors import ConfigError
 from skiplock.core.status import FAILED_RUNS, OutcomeStatus
 
@@ -93,7 +93,7 @@ def clear() -> None:
         by_queue.clear()
 
 
-def failed(job: core.ClaimedJob, exc: BaseException, outcome: core.Outcome) -> None:
+def failed(job: state_changes.ClaimedJob, exc: BaseException, outcome: state_changes.Outcome) -> None:
     """Tell the hooks about a failed run; called by the worker and by skiplock.testing.drain."""
     if outcome.status not in FAILED_RUNS:
         return  # a success or a snooze is not a failure

@@ -555,7 +555,7 @@ WORKER_UPSERT = """
 INSERT INTO workers (id, host, pid, queues, concurrency, in_flight, task_versions)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s, %(task_versions)s::jsonb)
 ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
-RETURNING command, command_by  -- an operator's quiet/stop (migration 029, worker/core/worker_control.py)
+RETURNING command, command_by  -- an operator's quiet/stop (migration 029, worker/core/features/worker_control.py)
 """
 
 # Remove a worker row on clean exit.
@@ -580,7 +580,7 @@ WAITING_FLAG_SET = """
 SELECT setval('skiplock_waiting', 1, true) WHERE pg_sequence_last_value('skiplock_waiting') IS NULL
 """
 # A reconnected listener's new key, into this worker's tokens still out (a producer holding one
-# decides with the old key: a hand-off it makes may be lost, see worker/core/handoff.py).
+# decides with the old key: a hand-off it makes may be lost, see worker/core/features/handoff.py).
 WAITER_REKEY = """
 UPDATE queue_waiters SET listen_key = %(listen_key)s WHERE ctid = ANY (ARRAY(
     SELECT ctid FROM queue_waiters WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED))
@@ -619,7 +619,7 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 # The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
 # groups by and filters on (one definition, so the group shown and the filter applied agree).
 ERROR_LINE = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
-# The group a dead letter is counted in (skiplock/core/error_summary.py): exception class + masked message.
+# The group a dead letter is counted in (skiplock/core/features/error_summary.py): exception class + masked message.
 ERROR_GROUP = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
 
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,

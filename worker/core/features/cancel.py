@@ -2,7 +2,7 @@
 
 - `request_cancel` (CLI `skiplock jobs cancel ID`, the console's Cancel on a running job) records
   who asked and when on the job row (migration 012). A queued job is cancelled at once
-  (core.cancel_queued); a job that already finished is left alone and the answer says so.
+  (state_changes.cancel_queued); a job that already finished is left alone and the answer says so.
 - The worker reads the requests for its running jobs with each heartbeat (one query per beat, not
   per job) into `_requested`; a sync handler sees them as `job.cancel_requested` and returns or
   raises when it likes. Whatever the run then ends with, `override` makes the outcome `failed`
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import psycopg
 
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.status import OutcomeStatus
 
 REQUEST_CANCEL = """
@@ -52,7 +52,7 @@ def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelR
     if request_running(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} is running: cancel requested; its handler sees it at the "
                                   "next heartbeat and the job ends failed")
-    if core.cancel_queued(conn, [job_id], actor):
+    if state_changes.cancel_queued(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} was queued: cancelled, it will not run")
     row = conn.execute(JOB_STATUS, {"id": job_id}).fetchone()
     if row is None:
@@ -73,10 +73,10 @@ def is_requested(job_id: int) -> bool:
     return job_id in _requested
 
 
-def override(outcome: core.Outcome) -> core.Outcome:
+def override(outcome: state_changes.Outcome) -> state_changes.Outcome:
     """The run's outcome, or `failed` "cancelled by <who>" when a cancel was requested during it."""
     who = _requested.pop(outcome.job_id, None)
     if who is None:
         return outcome
-    return core.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
-                        error=f"cancelled by {who}")
+    return state_changes.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
+                                 error=f"cancelled by {who}")

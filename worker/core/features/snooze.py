@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from skiplock.core.queries import _own_rows
 from skiplock.core.records import Outcome
+from skiplock.core.statements import _own_rows
 
 SNOOZE_BATCH = f"""
 UPDATE jobs j

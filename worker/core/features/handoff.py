@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.core import ClaimedJob
+from skiplock.core.state_changes import ClaimedJob
 
 HANDOFF_CHANNEL = "skiplock_handoff"
 HANDOFF_LOCK_CLASS = 1936418927  # advisory lock namespace of listener keys ('skho'; migration 020)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from skiplock.core.queries import _own_rows
 from skiplock.core.records import Outcome
+from skiplock.core.statements import _own_rows
 
 KEEP_ATTEMPTS = 20
 ERROR_CHARS = 2000
