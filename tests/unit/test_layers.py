@@ -154,6 +154,16 @@ def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     assert [loop for loop in loops if freed & set(loop)] == [], loops
 
 
+def test_the_core_plumbing_knows_no_feature_and_no_transition() -> None:
+    """core/plumbing/ (config, connections, migrations, logs, tracing) sits under the rest of the core: it
+    imports only itself, the errors and the state names (issue 37's division of core/)."""
+    graph = import_graph(package_modules())
+    allowed = {"skiplock.core.errors", "skiplock.core.status"}
+    plumbing = {m for m in graph if m.startswith("skiplock.core.plumbing")}
+    assert len(plumbing) >= 9
+    assert {m: sorted(t - plumbing - allowed) for m in plumbing if (t := graph[m]) - plumbing - allowed} == {}
+
+
 def test_the_task_table_imports_nothing_above_it() -> None:
     """The producer reads the task table (core/registry.py), so the table imports only the errors: `@task`
     (core/task_decorator.py) and a handler's `job` (core/job_context.py) sit above it (issue 37)."""
