@@ -202,16 +202,13 @@ def test_the_console_does_not_import_the_command_line() -> None:
 
 
 def test_only_the_queue_core_writes_jobs() -> None:
-    """One database boundary: the statements a running system writes `jobs` with live in the core's query
-    modules; the console, the CLI, the benchmark and the runtime call the core's functions (issue 18).
-    The benchmarks' bulk seeding (rows no running system makes) is the benchmark tools' (issue 37)."""
+    """One database boundary: the statements a running system writes `jobs` with live in core/statements.py,
+    the core's features' too; the console, the CLI, the benchmark and the runtime call the core's functions
+    (issue 18). The benchmarks' bulk seeding (rows no running system makes) is the benchmark tools' (issue 37)."""
     import re
 
     root = ROOT
     writes = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+jobs\b", re.I)
     writers = {str(p.relative_to(root)) for folder in ("worker", "webapp") for p in (root / folder).rglob("*.py")
                if writes.search(p.read_text())}
-    # statements.py holds the core's statements; the others are core features with one statement family each
-    assert writers == {"worker/core/statements.py", "worker/core/features/attempts.py",
-                       "worker/core/features/cancel.py", "worker/core/features/snooze.py",
-                       "worker/core/features/handoff.py", "worker/tools/bench_seed.py"}, writers
+    assert writers == {"worker/core/statements.py", "worker/tools/bench_seed.py"}, writers

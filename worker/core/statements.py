@@ -1,4 +1,11 @@
-"""Every SQL statement that reads or changes jobs for the queue core, in one place.
+"""Every SQL statement that changes jobs, and the queue core's reads of them, in one place.
+
+The queue's own (enqueue, claim, ack, the operator's transitions) and those of the core's features that
+change jobs (attempts, snooze, cancel, hand-off): a feature module keeps its rules and calls its statements
+here. Nothing outside this module writes jobs but the benchmark's bulk seeding (tools/bench_seed.py);
+tests/unit/test_layers.py checks it. A few reads of jobs stay beside what they serve: a feature's view
+that joins its own table (features/limits.py), the tracing plumbing's stored contexts (plumbing/tracing.py),
+the monitor's and the console's read-only views.
 
 Each statement names the state it expects (and, for a worker, its worker_id) so that a
 transition can only happen from where the caller believes the job is: a zero row count means
@@ -547,6 +554,69 @@ INSERT INTO paused_queues (queue, paused_by) VALUES (%(queue)s, %(actor)s)
 ON CONFLICT (queue) DO NOTHING RETURNING queue
 """
 RESUME_QUEUE = "DELETE FROM paused_queues WHERE queue = %(queue)s RETURNING queue"
+
+# ---- the core's features that change jobs (core/features/: attempts, snooze, cancel, hand-off) -----
+# Each feature module keeps its rules and calls these; the statements live here, with the queue's own.
+
+# Append each failed run's error to its job's bounded history (features/attempts.py): the last %(keep)s
+# failed runs, each error cut to %(chars)s characters, fenced like the ack (this worker, this run, running).
+RECORD_ATTEMPTS = f"""
+UPDATE jobs j
+   SET attempt_errors = (
+       SELECT jsonb_agg(e.value ORDER BY e.n)
+         FROM jsonb_array_elements(
+                  coalesce(j.attempt_errors, '[]'::jsonb)
+                  || jsonb_build_array(jsonb_build_object(
+                         'attempt', v.attempt, 'worker', %(worker_id)s::text, 'at', now(),
+                         'duration_ms', round(v.duration::numeric, 1), 'error', left(v.error, %(chars)s))))
+              WITH ORDINALITY AS e(value, n)
+        WHERE e.n > jsonb_array_length(coalesce(j.attempt_errors, '[]'::jsonb)) + 1 - %(keep)s)
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(durations)s::float8[], %(errors)s::text[])
+       AS v(id, attempt, duration, error)
+       {_own_rows(with_attempt=True)}
+ WHERE j.ctid = f.ctid
+"""
+
+# Snoozed runs back to queued later, the claim's attempt given back (features/snooze.py); fenced.
+SNOOZE_BATCH = f"""
+UPDATE jobs j
+   SET status = 'queued',
+       run_at = now() + make_interval(secs => v.delay),
+       attempts = greatest(j.attempts - 1, 0),
+       snooze_count = coalesce(j.snooze_count, 0) + 1,
+       worker_id = NULL,
+       lease_until = NULL
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(delays)s::float8[]) AS v(id, attempt, delay)
+       {_own_rows(with_attempt=True)}
+ WHERE j.ctid = f.ctid
+RETURNING j.id
+"""
+
+# A cancel request on running jobs (features/cancel.py), the status of one that was not running, and
+# the requests of a worker's running jobs made during their current run (read with each heartbeat).
+REQUEST_CANCEL = """
+UPDATE jobs SET cancel_requested_at = now(), cancel_requested_by = %(actor)s
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+RETURNING id
+"""
+CANCEL_JOB_STATUS = "SELECT status::text FROM jobs WHERE id = %(id)s"
+CANCEL_REQUESTS = """
+SELECT id, cancel_requested_by FROM jobs
+ WHERE id = ANY(%(ids)s) AND status = 'running' AND cancel_requested_at >= started_at
+"""
+
+# The jobs handed to this worker by the insert trigger that it never received (features/handoff.py):
+# back to queued, that run not counted (it never started). Running jobs are few, and this runs only
+# after a listener reconnect or at a stop.
+RELEASE_LOST_HANDOFFS = """
+UPDATE jobs j
+   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
+       attempts = greatest(j.attempts - 1, 0)
+ WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
+   AND j.started_at < now() - make_interval(secs => %(age)s)
+   AND NOT (j.id = ANY(%(known)s::bigint[]))
+RETURNING j.id, j.queue
+"""
 
 # ---- worker registry ---------------------------------------------------------------------------
 

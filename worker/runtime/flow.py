@@ -56,7 +56,7 @@ class WorkerFlow:
         self.limits.refresh(conn, force=True)
 
     def claim_options(self, conn: psycopg.Connection, queues: Sequence[str], refresh: bool = True) -> dict[str, Any]:
-        """core.claim's flow-control keywords for one claim of `queues`.
+        """state_changes.claim's flow-control keywords for one claim of `queues`.
 
         Without `refresh` the view of which queues are limited is not re-read (a query) first: the
         listener's claim on a NOTIFY skips it (the claim loop refreshes it right after). A stale view
@@ -93,7 +93,7 @@ class WorkerFlow:
         """Move each queue's tenant cursor past the tenants this claim served.
 
         The next claim's tenant walk starts after the greatest tenant served now, so with more
-        tenants than one claim looks at (queries.TENANT_HOPS) every tenant still gets its turn.
+        tenants than one claim looks at (statements.TENANT_HOPS) every tenant still gets its turn.
         """
         served: dict[str, str] = {}
         for job in jobs:
