@@ -141,8 +141,11 @@ def _rename_uses(text: str, old_name: str, new_name: str) -> str:
     return "\n".join(lines)
 
 
-def rewrite(text: str, old: str, new: str, *, path_only: bool = False) -> str:
-    if not path_only:
+def rewrite(text: str, old: str, new: str, *, path_only: bool = False, imports_only: bool = False) -> str:
+    if imports_only:  # a public path: its imports follow the code, its mentions in words stay
+        text, _ = _split_from_import(text, old, new)
+        text = re.sub(rf"^([ \t]*(?:from|import) ){re.escape(old)}(?=[ .\n])", rf"\g<1>{new}", text, flags=re.M)
+    elif not path_only:
         text, renamed = _split_from_import(text, old, new)
         # a logger's name ("skiplock.hooks") is what users configure, not an import path
         text = re.sub(rf"(?<![\w.])(?<!getLogger\(\"){re.escape(old)}(?!\w)", new, text)
@@ -165,7 +168,7 @@ def public_user(path: Path) -> bool:
     rel = path.relative_to(ROOT).as_posix()
     return (rel.startswith(("docs/", "examples/", "tests/docs/"))
             or rel in {"README.md", "mkdocs.yml", "tests/integration/test_testing_plugin.py",
-                       "tests/unit/test_public_paths.py"}
+                       "tests/unit/test_public_paths.py", "tests/unit/test_layers.py"}
             or rel in {path_of(module) for module in PUBLIC})  # the re-export modules name both paths
 
 
@@ -186,7 +189,9 @@ def main(argv: list[str]) -> None:
     for path in text_files():
         text = original = path.read_text()
         for old, new in moves:
-            text = rewrite(text, old, new, path_only=old in PUBLIC and public_user(path))
+            public = old in PUBLIC
+            text = rewrite(text, old, new, path_only=public and public_user(path),
+                           imports_only=public and not public_user(path) and rewrite_only)
         if text != original:
             path.write_text(text)
             print("rewrote", path.relative_to(ROOT))
