@@ -4,7 +4,7 @@ A page holds a marker line and the build puts the generated Markdown in its plac
 
 - `<!-- generated: cli -->`: every `skiplock` command, from the argparse parser (`build_parser()`);
 - `<!-- generated: settings -->`: every environment variable of `Settings`, from its one definition
-  in worker/core/config.py (field, default, the comment that names the variable and says what it means,
+  in worker/core/plumbing/config.py (field, default, the comment that names the variable and says what it means,
   and what the parser accepts, asked of the parser itself);
 - `<!-- generated: states -->` and `<!-- generated: transitions -->`: `JobStatus` and the operator's
   transition table (worker/core/status.py, worker/core/transitions.py);
@@ -160,7 +160,7 @@ def _accepted(variable: str, parse: Any) -> str:
 
 def settings_rows() -> list[tuple[str, str, str, str]]:
     """(variable, default, accepted values, meaning) for every setting of `Settings`."""
-    from skiplock.core import config
+    from skiplock.core.plumbing import config
 
     comments = _field_comments(config.Settings)
     by_attr = {attr: (name, parse) for name, (attr, parse) in config._PARSERS.items()}

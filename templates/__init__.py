@@ -1,1 +1,1 @@
-"""Data package: skiplock's templates, shipped inside the wheel (see skiplock.core.resources)."""
+"""Data package: skiplock's templates, shipped inside the wheel (see skiplock.core.plumbing.resources)."""

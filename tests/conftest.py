@@ -28,7 +28,7 @@ from typing import TextIO
 import psycopg
 import pytest
 
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from tests.support.pgcluster import ThrowawayCluster, find_server, shared_server, with_database
 from tests.support.workers import REPO, WorkerProcess, WorkerSlots, worker_env
 

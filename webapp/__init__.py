@@ -14,8 +14,8 @@ from typing import Any
 
 from flask import Flask
 
-from skiplock.core.logs import configure_logging
-from skiplock.core.resources import static_dir, templates_dir
+from skiplock.core.plumbing.logs import configure_logging
+from skiplock.core.plumbing.resources import static_dir, templates_dir
 from skiplock.webapp import auth, db, health, web
 from skiplock.webapp.mount import mount
 from skiplock.webapp.settings import check_config, session_key, web_config

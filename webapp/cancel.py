@@ -1,4 +1,4 @@
-"""The job page's Cancel for a running job (worker/core/cancel.py): admin only, like every console POST
+"""The job page's Cancel for a running job (worker/core/features/cancel.py): admin only, like every console POST
 (webapp/auth.py answers 403 to a read-only login before this runs), and written to the audit log."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from flask import Blueprint, abort, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core.cancel import request_cancel
-from skiplock.core.config import Settings
-from skiplock.webapp import db, filters, queries
+from skiplock.core.features.cancel import request_cancel
+from skiplock.core.plumbing.config import Settings
+from skiplock.webapp import db, filters, page_queries
 from skiplock.webapp.web import audit, confirm_page, confirmed
 
 bp = Blueprint("cancel", __name__, url_prefix="/jobs")
@@ -33,7 +33,7 @@ def cancel_running(job_id: str) -> ResponseReturnValue:
 def _confirm(jid: int) -> ResponseReturnValue:
     """Say what cancelling this running job does before asking the worker to stop it."""
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.RUNNING_CHOSEN, {"ids": [jid]}).fetchall()
+        rows = cur.execute(page_queries.RUNNING_CHOSEN, {"ids": [jid]}).fetchall()
     back = url_for("jobs.show", job_id=jid)
     if not rows:
         return confirm_page("cancel", f"Job {jid} is not running", [

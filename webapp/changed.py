@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from skiplock.webapp import db, queries
+from skiplock.webapp import db, page_queries
 from skiplock.webapp.web import page
 
 bp = Blueprint("changed", __name__, url_prefix="/changed")
@@ -64,7 +64,7 @@ def unusual_rates(rows: list[tuple[str, int, int, int, int, datetime | None]]) -
 def index() -> ResponseReturnValue:
     """The "What changed?" sentence (a fragment the overview loads)."""
     with db.connection() as conn:
-        rates = unusual_rates([tuple(r) for r in conn.execute(queries.CHANGED_RATES)])
+        rates = unusual_rates([tuple(r) for r in conn.execute(page_queries.CHANGED_RATES)])
         groups = [NewGroup(q, e, at, int(n)) for q, e, at, n in
-                  conn.execute(queries.CHANGED_NEW_GROUPS, {"scan": NEW_GROUPS_SCAN})]
+                  conn.execute(page_queries.CHANGED_NEW_GROUPS, {"scan": NEW_GROUPS_SCAN})]
     return page("changed.html", "_changed.html", rates=rates, groups=groups)

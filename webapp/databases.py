@@ -22,7 +22,7 @@ from typing import Any
 from flask import Blueprint, Flask, Request, current_app, render_template, request, session
 from flask.typing import ResponseReturnValue
 
-from skiplock.core.deadline import WATCHDOG
+from skiplock.core.plumbing.deadline import WATCHDOG
 from skiplock.webapp import db
 
 bp = Blueprint("databases", __name__, url_prefix="/databases")
@@ -121,8 +121,8 @@ def _context() -> dict[str, Any]:
 def create_multi_app(databases: Mapping[str, str] | None = None,
                      test_config: Mapping[str, Any] | None = None) -> Flask:
     """The console over every database of `databases` (default: SKIPLOCK_DATABASES)."""
-    from skiplock.core.databases import configured_databases
     from skiplock.core.errors import ConfigError
+    from skiplock.core.plumbing.databases import configured_databases
     from skiplock.webapp import create_app, mount
 
     databases = dict(databases or configured_databases() or {})

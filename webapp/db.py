@@ -9,9 +9,9 @@ import psycopg
 from flask import Flask, current_app, g, has_request_context, request
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.config import validate_database_url
-from skiplock.core.db import connect_kwargs
-from skiplock.core.deadline import WATCHDOG, db_deadline
+from skiplock.core.plumbing.config import validate_database_url
+from skiplock.core.plumbing.db import connect_kwargs
+from skiplock.core.plumbing.deadline import WATCHDOG, db_deadline
 
 EXTENSION = "skiplock_pool"
 READ_EXTENSION = "skiplock_read_pool"  # SKIPLOCK_CONSOLE_READ_URL's pool, when one is configured

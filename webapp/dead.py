@@ -15,16 +15,16 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.status import JobStatus
-from skiplock.webapp import db, filters, queries
+from skiplock.webapp import db, filters, page_queries
 from skiplock.webapp.web import audit, is_local_path, page
 
 bp = Blueprint("dead", __name__, url_prefix="/dead")
 
 PAGE_SIZE = 50
 GROUPS_LIMIT = 50
-# The groups read at most this many of the window's newest dead jobs (see queries.DEAD_GROUPS).
+# The groups read at most this many of the window's newest dead jobs (see page_queries.DEAD_GROUPS).
 GROUPS_SCAN = 20_000
 STATUSES = (JobStatus.DEAD.value, JobStatus.FAILED.value)
 ACTIONS = ("retry", "purge")
@@ -47,11 +47,12 @@ class DeadFilter:
         raw = {"status": self.status, "queue": self.queue, "window": self.window, "error": self.error, "q": self.text}
         return {k: v for k, v in raw.items() if v}
 
-    def core_filter(self, now: datetime, until: datetime | None = None) -> core.FinishedFilter:
+    def core_filter(self, now: datetime, until: datetime | None = None) -> state_changes.FinishedFilter:
         """The queue core's filter for "all matching", measured from the database's `now`."""
         length = filters.WINDOWS[self.window]
-        return core.FinishedFilter(status=self.status, queue=self.queue, since=(now - length) if length else None,
-                                   until=until, error=self.error, text=self.text)
+        return state_changes.FinishedFilter(status=self.status, queue=self.queue,
+                                            since=(now - length) if length else None,
+                                            until=until, error=self.error, text=self.text)
 
 
 def _read_filter() -> DeadFilter:
@@ -65,7 +66,7 @@ def _read_filter() -> DeadFilter:
 
 
 def _db_now(conn: Any) -> datetime:
-    return conn.execute(queries.NOW).fetchone()[0]
+    return conn.execute(page_queries.NOW).fetchone()[0]
 
 
 @bp.route("/")
@@ -76,11 +77,12 @@ def index() -> ResponseReturnValue:
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         now = _db_now(conn)
         matching = flt.core_filter(now)
-        groups = cur.execute(queries.DEAD_GROUPS, {"status": flt.status, "since": matching.since,
-                                                   "queue": flt.queue, "limit": GROUPS_LIMIT,
-                                                   "scan": GROUPS_SCAN}).fetchall()
-        rows = cur.execute(queries.FINISHED_MATCH_LIST, {**matching.params(), "c_time": c_time, "c_id": c_id,
-                                                         "limit": PAGE_SIZE, "error_chars": ERROR_CHARS}).fetchall()
+        groups = cur.execute(page_queries.DEAD_GROUPS, {"status": flt.status, "since": matching.since,
+                                                        "queue": flt.queue, "limit": GROUPS_LIMIT,
+                                                        "scan": GROUPS_SCAN}).fetchall()
+        rows = cur.execute(page_queries.FINISHED_MATCH_LIST, {**matching.params(), "c_time": c_time,
+                                                              "c_id": c_id, "limit": PAGE_SIZE,
+                                                              "error_chars": ERROR_CHARS}).fetchall()
     next_cursor = filters.make_cursor(rows[-1]["finished_at"], rows[-1]["id"]) if len(rows) == PAGE_SIZE else None
     partial = bool(groups) and groups[0]["scanned"] >= GROUPS_SCAN
     return page("dead.html", "_dead_groups.html", flt=flt, groups=groups, rows=rows, windows=filters.WINDOWS,
@@ -111,18 +113,18 @@ def action() -> ResponseReturnValue:
             matching = flt.core_filter(now, until=as_of)
             # batches commit as they go (a million rows must not be one transaction): the trail row
             # follows the last batch, with the count actually changed
-            count = (core.retry_matching if what == "retry" else core.purge_matching)(conn, matching)
+            count = (state_changes.retry_matching if what == "retry" else state_changes.purge_matching)(conn, matching)
             audit(f"{what} all matching", count, conn=conn, **flt.args())
             flash(f"{'Retried' if what == 'retry' else 'Purged'} {count:,} job(s) matching the filter.")
             return redirect(url_for("dead.index", **flt.args()), 303)
-        count = core.count_finished_matching(conn, flt.core_filter(now, until=now))
+        count = state_changes.count_finished_matching(conn, flt.core_filter(now, until=now))
     return render_template("dead_confirm.html", what=what, scope=scope, count=count, ids=[], flt=flt,
                            as_of=filters.micros(now.astimezone(UTC)))
 
 
 def _apply_ids(what: str, chosen: list[int], flt: DeadFilter) -> ResponseReturnValue:
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
-        done = (core.retry_finished if what == "retry" else core.purge_finished)(conn, chosen)
+        done = (state_changes.retry_finished if what == "retry" else state_changes.purge_finished)(conn, chosen)
         audit(f"{what} selected", len(done), conn=conn, ids=chosen[:50])
     verb = "Retried" if what == "retry" else "Purged"
     skipped = len(chosen) - len(done)

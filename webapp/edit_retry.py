@@ -16,8 +16,8 @@ import psycopg
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
-from skiplock.core import payload_edit
-from skiplock.core.config import load_settings
+from skiplock.core.features import payload_edit
+from skiplock.core.plumbing.config import load_settings
 from skiplock.webapp import db, filters
 from skiplock.webapp.web import audit
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import psycopg
 
-from skiplock.webapp import charts, queries
+from skiplock.webapp import charts, page_queries
 from skiplock.webapp.overview import RANGES, buckets_of
 
 # One queue's runs and failures per bucket since the range's first bucket (job_stats_minute_idx).
@@ -45,7 +45,7 @@ class FailureRate:
 
 def for_queue(conn: psycopg.Connection, queue: str, span: str = "1h") -> FailureRate:
     """The failure rate of `queue` per bucket of `span` (one of overview.RANGES)."""
-    now = conn.execute(queries.NOW).fetchone()[0]  # type: ignore[index]
+    now = conn.execute(page_queries.NOW).fetchone()[0]  # type: ignore[index]
     buckets = buckets_of(now, span)
     index = {b: i for i, b in enumerate(buckets)}
     counts = [(0, 0)] * len(buckets)

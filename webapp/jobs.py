@@ -10,11 +10,12 @@ from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import payload_edit, transitions
-from skiplock.core.config import Settings
+from skiplock.core import transitions
+from skiplock.core.features import payload_edit
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, edit_retry, filters, job_links, queries, timeline, workflow_queries
+from skiplock.webapp import db, edit_retry, filters, job_links, page_queries, timeline, workflow_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -40,7 +41,7 @@ def render_job(jid: int, edit_form: edit_retry.EditForm | None = None, code: int
     """The job page; after a refused "Edit and retry", with the operator's text and why (webapp/edit_retry.py)."""
     full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        job = cur.execute(queries.JOB, {"id": jid}).fetchone()
+        job = cur.execute(page_queries.JOB, {"id": jid}).fetchone()
         links = job_links.read(conn, jid, full_result)
         if job is None:
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()

@@ -12,7 +12,7 @@ import math
 
 from flask import current_app, request
 
-from skiplock.core import audit as audit_trail
+from skiplock.core.features import audit as audit_trail
 from skiplock.webapp.db import connection
 
 # Longer names are cut: the table key stays small whatever a client sends.

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, current_app
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.monitor.doctor import FAIL, WARN, Check, run_checks
 from skiplock.monitor.metrics import SkiplockCollector, render
 from skiplock.webapp import db

@@ -14,7 +14,7 @@ from flask.typing import ResponseReturnValue
 
 from skiplock.core.status import LIVE_WORKER_SECONDS
 from skiplock.monitor import why
-from skiplock.webapp import charts, db, filters, queries
+from skiplock.webapp import charts, db, filters, page_queries
 from skiplock.webapp.web import page
 
 bp = Blueprint("overview", __name__)
@@ -80,11 +80,11 @@ def _p99(conn: psycopg.Connection, queue: str, ready: int) -> tuple[float | None
     if ready == 0:
         return None, False
     if ready <= COUNT_CAP:
-        row = conn.execute(queries.P99_WAIT_EXACT, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+        row = conn.execute(page_queries.P99_WAIT_EXACT, {"queue": queue, "cap": COUNT_CAP}).fetchone()
         return (float(row[0]) if row and row[0] is not None else None), False
-    total = conn.execute(queries.JOBS_ESTIMATE).fetchone()
+    total = conn.execute(page_queries.JOBS_ESTIMATE).fetchone()
     percent = min(100.0, 100.0 * P99_SAMPLE_ROWS / max(int(total[0]) if total else 1, 1))
-    row = conn.execute(queries.P99_WAIT_SAMPLED, {"queue": queue, "percent": percent}).fetchone()
+    row = conn.execute(page_queries.P99_WAIT_SAMPLED, {"queue": queue, "percent": percent}).fetchone()
     return (float(row[0]) if row and row[0] is not None else None), True
 
 
@@ -104,7 +104,7 @@ def _stats(conn: psycopg.Connection, buckets: list[datetime], seconds: int) -> d
     """Queue -> series -> counts per bucket."""
     index = {b: i for i, b in enumerate(buckets)}
     out: dict[str, dict[str, list[int]]] = {}
-    for queue, bucket, *values in conn.execute(queries.STATS_RANGE, {"bucket": seconds, "start": buckets[0]}):
+    for queue, bucket, *values in conn.execute(page_queries.STATS_RANGE, {"bucket": seconds, "start": buckets[0]}):
         i = index.get(bucket)
         if i is None:
             continue
@@ -122,8 +122,8 @@ def _per_minute(series: dict[str, list[int]], seconds: int) -> float:
 
 def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRow], charts.Chart, datetime]:
     """Every queue's row with its chart on one shared scale, the all-queues chart, and the database's now()."""
-    now = conn.execute(queries.NOW).fetchone()[0]  # type: ignore[index]
-    names = [r[0] for r in conn.execute(queries.QUEUE_NAMES, {"limit": MAX_QUEUES})]
+    now = conn.execute(page_queries.NOW).fetchone()[0]  # type: ignore[index]
+    names = [r[0] for r in conn.execute(page_queries.QUEUE_NAMES, {"limit": MAX_QUEUES})]
     buckets = buckets_of(now, span)
     seconds = RANGES[span][1]
     stats = _stats(conn, buckets, seconds)
@@ -134,7 +134,7 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
             total[name] = [a + b for a, b in zip(total[name], series[name], strict=True)]
     rows = []
     for name in names:
-        row: Any = conn.execute(queries.QUEUE_STATS, {"queue": name, "cap": COUNT_CAP}).fetchone()
+        row: Any = conn.execute(page_queries.QUEUE_STATS, {"queue": name, "cap": COUNT_CAP}).fetchone()
         ready, scheduled, running, dead, oldest, paused = row
         p99, estimated = _p99(conn, name, ready)
         series = stats.get(name, _empty(len(buckets)))
@@ -150,12 +150,12 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
 
 def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
     """Totals over the queues (capped counts summed) plus today's runs and the live rate."""
-    today: Any = conn.execute(queries.TODAY).fetchone()
-    retrying: Any = conn.execute(queries.RETRYING, {"scan": RETRYING_SCAN}).fetchone()
-    cur, prev, into = conn.execute(queries.LIVE_RATE).fetchone()  # type: ignore[misc]
+    today: Any = conn.execute(page_queries.TODAY).fetchone()
+    retrying: Any = conn.execute(page_queries.RETRYING, {"scan": RETRYING_SCAN}).fetchone()
+    cur, prev, into = conn.execute(page_queries.LIVE_RATE).fetchone()  # type: ignore[misc]
     # the last 60 s: this minute so far, plus the part of the previous minute still inside the window
     rate = (float(cur) + float(prev) * max(60.0 - float(into), 0.0) / 60.0) / 60.0
-    live, stale = conn.execute(queries.WORKER_COUNTS, {"live": LIVE_WORKER_SECONDS}).fetchone()  # type: ignore[misc]
+    live, stale = conn.execute(page_queries.WORKER_COUNTS, {"live": LIVE_WORKER_SECONDS}).fetchone()  # type: ignore[misc]
     return Summary(int(today[0]), int(today[1]), int(retrying[0]), int(retrying[1]) >= RETRYING_SCAN,
                    sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
                    sum(r.dead for r in rows),

@@ -10,19 +10,20 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import core, limits, transitions
-from skiplock.core.config import Settings
+from skiplock.core import state_changes, transitions
 from skiplock.core.errors import ConfigError
+from skiplock.core.features import limits
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, failure_rate, filters, queries
+from skiplock.webapp import db, failure_rate, filters, page_queries
 from skiplock.webapp.overview import COUNT_CAP, RANGES, capped
 from skiplock.webapp.web import audit, confirm_page, confirmed, is_htmx, page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
 
 PAGE_SIZE = 50
-# A text search looks at this many jobs per page at most (see queries.WINDOW_END).
+# A text search looks at this many jobs per page at most (see page_queries.WINDOW_END).
 SEARCH_WINDOW = 10_000
 # Status tabs: ready and scheduled are both status 'queued', split on run_at.
 STATUSES = (transitions.READY, transitions.SCHEDULED, JobStatus.RUNNING.value, JobStatus.DEAD.value,
@@ -57,7 +58,7 @@ def _list(conn: psycopg.Connection, status: str, sort: str, backwards: bool, par
     """One page of jobs, forwards from the `after` cursor or backwards from the `before` one."""
     tab = _tab(status)
     if backwards or sort != "priority":
-        sql = queries.PAGE[(tab, sort, backwards)]
+        sql = page_queries.PAGE[(tab, sort, backwards)]
         with conn.cursor(row_factory=dict_row) as cur:
             # backwards, one row more than a page tells whether a page lies before this one
             rows = cur.execute(sql, {**params, "limit": PAGE_SIZE + 1 if backwards else PAGE_SIZE}).fetchall()
@@ -71,10 +72,11 @@ def _list(conn: psycopg.Connection, status: str, sort: str, backwards: bool, par
                     _cursor_of(status, sort, rows[0]) if rows and params["c_id"] is not None else None)
     bound: tuple[Any, ...] | None = None
     if params["text"] is not None:
-        bound = conn.execute(queries.WINDOW_END[tab], {**params, "scan": SEARCH_WINDOW}).fetchone()
+        bound = conn.execute(page_queries.WINDOW_END[tab], {**params, "scan": SEARCH_WINDOW}).fetchone()
     e_prio, e_time, e_id = bound if bound else (None, None, None)
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.LIST[tab], {**params, "e_prio": e_prio, "e_time": e_time, "e_id": e_id}).fetchall()
+        rows = cur.execute(page_queries.LIST[tab], {**params, "e_prio": e_prio, "e_time": e_time,
+                                                    "e_id": e_id}).fetchall()
     # a text search pages forwards only (its window runs forwards); otherwise "previous" starts at the first row
     prev = _cursor_of(status, sort, rows[0]) if rows and params["c_id"] is not None and bound is None \
         and params["text"] is None else None
@@ -87,8 +89,8 @@ def _list(conn: psycopg.Connection, status: str, sort: str, backwards: bool, par
 
 def _tab_counts(conn: psycopg.Connection, queue: str) -> dict[str, int]:
     """Each status tab's count, capped like the overview's."""
-    stats: Any = conn.execute(queries.QUEUE_STATS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
-    finished: Any = conn.execute(queries.FINISHED_COUNTS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+    stats: Any = conn.execute(page_queries.QUEUE_STATS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+    finished: Any = conn.execute(page_queries.FINISHED_COUNTS, {"queue": queue, "cap": COUNT_CAP}).fetchone()
     return {"ready": stats[0], "scheduled": stats[1], "running": stats[2], "dead": stats[3],
             "failed": finished[0], "succeeded": finished[1]}
 
@@ -115,9 +117,9 @@ def show(name: str) -> ResponseReturnValue:
     with db.connection() as conn:
         result = _list(conn, status, sort, backwards, params)
         counts = _tab_counts(conn, queue)
-        paused = conn.execute(queries.IS_PAUSED, {"queue": queue}).fetchone()
+        paused = conn.execute(page_queries.IS_PAUSED, {"queue": queue}).fetchone()
         reasons = why.for_queue(conn, queue, Settings().reaper_interval)
-        flow = queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
+        flow = page_queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
         failures = failure_rate.for_queue(conn, queue, span) if not is_htmx() else None  # not in the live part
     first_page = c_id is None or (backwards and result.prev_cursor is None)
     return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=result.rows,
@@ -159,7 +161,7 @@ def pause(name: str) -> ResponseReturnValue:
     """Stop every worker from claiming this queue."""
     queue = filters.queue(name) or abort(404)
     with db.connection() as conn:
-        known = conn.execute(queries.QUEUE_KNOWN, {"queue": queue}).fetchone()
+        known = conn.execute(page_queries.QUEUE_KNOWN, {"queue": queue}).fetchone()
         if not confirmed():
             return _confirm_pause(conn, queue, bool(known and known[0]))
         if not (known and known[0]) and filters.arg("unknown_ok") != "yes":
@@ -170,7 +172,7 @@ def pause(name: str) -> ResponseReturnValue:
                   "error")
             return redirect(url_for("queues.show", name=queue), 303)
         with conn.transaction():  # the pause and its audit row commit together
-            changed = core.pause_queue(conn, queue, g.user)
+            changed = state_changes.pause_queue(conn, queue, g.user)
             audit("pause queue", 0, conn=conn, queue=queue, changed=changed)
     flash(f"Queue {queue} paused: no worker claims its jobs until it is resumed." if changed
           else f"Queue {queue} was already paused.")
@@ -197,7 +199,7 @@ def resume(name: str) -> ResponseReturnValue:
     """Let workers claim this queue again."""
     queue = filters.queue(name) or abort(404)
     with db.connection() as conn, conn.transaction():  # the resume and its audit row commit together
-        changed = core.resume_queue(conn, queue)
+        changed = state_changes.resume_queue(conn, queue)
         audit("resume queue", 0, conn=conn, queue=queue, changed=changed)
     flash(f"Queue {queue} resumed." if changed else f"Queue {queue} was not paused.")
     return redirect(url_for("queues.show", name=queue), 303)

@@ -1,5 +1,5 @@
 """Recurring schedules: definitions with schedule, next and last fire time and enabled state,
-with pause, resume and run now (all through skiplock.recurring_defs)."""
+with pause, resume and run now (all through skiplock.services.recurring_defs)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock import recurring_defs as recurring
-from skiplock.webapp import db, queries
+from skiplock.services import recurring_defs as recurring
+from skiplock.webapp import db, page_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
@@ -22,7 +22,7 @@ def index() -> ResponseReturnValue:
     with db.connection() as conn:
         schedules = sorted(recurring.list_schedules(conn), key=lambda s: str(s.get("name")))
         with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(queries.RECURRING_RUNS, {"per": queries.RECENT_RUNS_PER_SCHEDULE}).fetchall()
+            rows = cur.execute(page_queries.RECURRING_RUNS, {"per": page_queries.RECENT_RUNS_PER_SCHEDULE}).fetchall()
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         runs.setdefault(row["name"], []).append(row)

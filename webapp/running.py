@@ -6,10 +6,10 @@ from flask import Blueprint, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import core
-from skiplock.core.config import Settings
+from skiplock.core import state_changes
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
-from skiplock.webapp import db, filters, queries, runtimes
+from skiplock.webapp import db, filters, page_queries, runtimes
 from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("running", __name__, url_prefix="/running")
@@ -23,8 +23,8 @@ def index() -> ResponseReturnValue:
     queue = filters.queue(filters.arg("queue"))
     worker = filters.text(filters.arg("worker"))  # the Workers page links each worker to its jobs
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
-                                                  "stale_after": LIVE_WORKER_SECONDS}).fetchall()
+        rows = cur.execute(page_queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
+                                                       "stale_after": LIVE_WORKER_SECONDS}).fetchall()
         # "long" against the task's own p95 of the last hour (an hour of minutes keeps this read small)
         p95 = runtimes.p95_by_queue(conn) if rows else {}
     for row in rows:
@@ -44,7 +44,7 @@ def release() -> ResponseReturnValue:
     if not confirmed():
         return _confirm_release(chosen, one)
     with db.connection() as conn, conn.transaction():  # the release and its audit row commit together
-        done = core.release_running(conn, chosen, g.user)
+        done = state_changes.release_running(conn, chosen, g.user)
         audit("release running", len(done), conn=conn, ids=chosen[:50])
     dead = sum(1 for _, _, status in done if status == JobStatus.DEAD)
     flash(f"Released {len(done)} of {len(chosen)} job(s)" + (f"; {dead} were on their last attempt and are now dead"
@@ -57,7 +57,7 @@ def release() -> ResponseReturnValue:
 def _confirm_release(chosen: list[int], one: int | None) -> ResponseReturnValue:
     """Say what a release does to these jobs before doing it."""
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.RUNNING_CHOSEN, {"ids": chosen}).fetchall()
+        rows = cur.execute(page_queries.RUNNING_CHOSEN, {"ids": chosen}).fetchall()
     last = sum(1 for r in rows if r["last_attempt"])
     n = len(rows)
     title = f"Release job {rows[0]['id']}?" if n == 1 and one is not None else f"Release {n} running job(s)?"

@@ -1,5 +1,5 @@
 """Run times: p50, p95 and max of each queue's handler (a queue has one task) over 1 h, 24 h or 7 d,
-from the per-minute histograms the workers save (worker/core/run_times.py, migration 028)."""
+from the per-minute histograms the workers save (worker/core/features/run_times.py, migration 028)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from skiplock.core.run_times import percentile
-from skiplock.webapp import db, filters, queries
+from skiplock.core.features.run_times import percentile
+from skiplock.webapp import db, filters, page_queries
 from skiplock.webapp.web import page
 
 bp = Blueprint("runtimes", __name__, url_prefix="/runtimes")
@@ -34,7 +34,7 @@ class RunTime:
 def run_times(conn: psycopg.Connection, seconds: int, queue: str | None = None) -> list[RunTime]:
     """Each queue's run times over the last `seconds` (only queues that ran something)."""
     out = []
-    for name, counts, runs, sum_s, max_s in conn.execute(queries.RUN_TIMES, {"seconds": seconds, "queue": queue}):
+    for name, counts, runs, sum_s, max_s in conn.execute(page_queries.RUN_TIMES, {"seconds": seconds, "queue": queue}):
         counts = [int(c) for c in counts]
         out.append(RunTime(name, int(runs), float(sum_s) / max(int(runs), 1), percentile(counts, 0.5, float(max_s)),
                            percentile(counts, 0.95, float(max_s)), float(max_s)))

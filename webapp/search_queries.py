@@ -23,7 +23,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from skiplock.core import queries as _core_queries
+from skiplock.core import statements as _core_queries
 from skiplock.core.status import JobStatus
 from skiplock.webapp.filters import like
 from skiplock.webapp.search_filter import SearchFilter

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock.core.config import load_settings
 from skiplock.core.errors import ConfigError
+from skiplock.core.plumbing.config import load_settings
 
 HOW_TO = (
     "Set SKIPLOCK_WEB_USER and SKIPLOCK_WEB_PASSWORD (or SKIPLOCK_WEB_PASSWORD_HASH, made with "

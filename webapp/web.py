@@ -27,7 +27,7 @@ from psycopg_pool import PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from skiplock.core import audit as audit_trail
+from skiplock.core.features import audit as audit_trail
 from skiplock.webapp.db import connection
 
 audit_log = logging.getLogger("skiplock.console.audit")

@@ -1,5 +1,5 @@
 """Workers: live worker processes from the `workers` table; stale ones (no recent heartbeat) marked.
-Per worker: a link to the jobs it runs, and Quiet / Stop (worker/core/worker_control.py), confirmed first."""
+Per worker: a link to the jobs it runs, and Quiet / Stop (worker/core/features/worker_control.py), confirmed first."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from flask import Blueprint, abort, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
+from skiplock.core.features.worker_control import WorkerCommand, command
 from skiplock.core.status import LIVE_WORKER_SECONDS
-from skiplock.core.worker_control import WorkerCommand, command
-from skiplock.webapp import db, queries
+from skiplock.webapp import db, page_queries
 from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("workers", __name__, url_prefix="/workers")
@@ -32,7 +32,7 @@ EXPLAIN = {
 def index() -> ResponseReturnValue:
     """Every registered worker with its heartbeat age."""
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.WORKERS, {"stale_after": STALE_AFTER_S}).fetchall()
+        rows = cur.execute(page_queries.WORKERS, {"stale_after": STALE_AFTER_S}).fetchall()
     return page("workers.html", "_workers.html", rows=rows, stale_after=STALE_AFTER_S)
 
 
@@ -48,7 +48,7 @@ def act(worker_id: str, what: str) -> ResponseReturnValue:
     with db.connection() as conn:
         if not confirmed():
             with conn.cursor(row_factory=dict_row) as cur:
-                row = next((r for r in cur.execute(queries.WORKERS, {"stale_after": STALE_AFTER_S}).fetchall()
+                row = next((r for r in cur.execute(page_queries.WORKERS, {"stale_after": STALE_AFTER_S}).fetchall()
                             if r["id"] == worker_id), None)
             if row is None:
                 abort(404, f"No worker {worker_id}: it exited, or its row was pruned.")

@@ -1,6 +1,6 @@
 """The console's read-only SQL for workflows (migration 026): a job's links, a workflow's nodes, a batch.
 
-Nothing here changes a job: the pages' actions go through worker/core/workflow_ops.py. A job's row
+Nothing here changes a job: the pages' actions go through worker/core/workflows/workflow_ops.py. A job's row
 may be gone (history mode `delete` deletes it at its success), so each query also looks at what
 outlives the row: its stored result (job_results) and the state its edges recorded (job_deps).
 """

@@ -2,7 +2,7 @@
 the two actions on the whole of it, "retry the dead ones" and "cancel the rest".
 
 Each action first shows a confirmation with the exact counts it covers at that moment, then calls
-worker/core/workflow_ops.py inside one transaction with its audit row.
+worker/core/workflows/workflow_ops.py inside one transaction with its audit row.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import queries as core_queries
-from skiplock.core import workflow_ops
-from skiplock.core.results import FINAL_STATES
+from skiplock.core import statements as core_queries
+from skiplock.core.workflows import workflow_ops
+from skiplock.core.workflows.results import FINAL_STATES
 from skiplock.webapp import dag, db, filters, workflow_structure
 from skiplock.webapp import workflow_queries as wq
 from skiplock.webapp.web import audit, page

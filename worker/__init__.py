@@ -10,9 +10,6 @@ this one package at build time (pyproject.toml), so users import one name: `skip
 
 from importlib.metadata import PackageNotFoundError, version
 
-# Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
-# pay for it. The worker wires its services itself (Worker._start_services).
-from skiplock import hooks, recurring_defs
 from skiplock.core.errors import (
     ConfigError,
     Discard,
@@ -23,10 +20,19 @@ from skiplock.core.errors import (
     SkiplockError,
     Snooze,
 )
-from skiplock.core.links import Batch, BatchInfo, batch, batch_status
+
+# Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
+# pay for it. The worker wires its services itself (Worker._start_services).
+from skiplock.core.features import hooks
+from skiplock.core.features.hooks import on_dead, on_failure
+from skiplock.core.job_context import JobContext
 from skiplock.core.producer import enqueue, enqueue_many
-from skiplock.core.registry import TASK_OPTIONS, JobContext, task
-from skiplock.core.results import (
+from skiplock.core.producer_async import enqueue_async, enqueue_many_async
+from skiplock.core.registry import TASK_OPTIONS
+from skiplock.core.status import JobStatus
+from skiplock.core.task_decorator import task
+from skiplock.core.workflows.links import Batch, BatchInfo, batch, batch_status
+from skiplock.core.workflows.results import (
     JobFailed,
     JobInfo,
     JobNotFound,
@@ -36,10 +42,8 @@ from skiplock.core.results import (
     status,
     wait,
 )
-from skiplock.core.status import JobStatus
-from skiplock.hooks import on_dead, on_failure
-from skiplock.producer_async import enqueue_async, enqueue_many_async
-from skiplock.recurring_defs import recurring
+from skiplock.services import recurring_defs
+from skiplock.services.recurring_defs import recurring
 
 # The exceptions a handler raises are named by their public path: a worker's log line, a job's
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from skiplock.core.registry import task
+from skiplock.core.task_decorator import task
 from skiplock.tools.bench import BENCH_QUEUE
 from tests.benchmarks.peers import ASYNC_SLEEP
 

@@ -28,7 +28,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
 from skiplock.webapp.settings import Account
@@ -79,9 +79,10 @@ BUILD = [
 
 def build_workflow(url: str) -> dict[str, int]:
     """1 -> 10,000 -> 1 through the public API (the 10,000 are a batch), then the root and 2,000
-    children run by skiplock.testing.drain; the ids the pages are timed on."""
+    children run by skiplock.tools.testing.drain; the ids the pages are timed on."""
     import skiplock
-    from skiplock import task, testing
+    from skiplock import task
+    from skiplock.tools import testing
 
     @task("bench_wf")
     def noop(payload: Any) -> Any:

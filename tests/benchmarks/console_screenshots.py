@@ -31,7 +31,7 @@ import psycopg
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from skiplock.core.migrate import apply_migrations  # noqa: E402
+from skiplock.core.plumbing.migrate import apply_migrations  # noqa: E402
 from tests.conftest import TEST_TABLES_SQL  # noqa: E402
 
 DB = "skiplock_console_screens"

@@ -31,7 +31,7 @@ from psycopg.rows import dict_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.tools.bench import server_facts
 from skiplock.webapp import create_app, search_filter, search_queries
 from skiplock.webapp.db import close_app

@@ -34,7 +34,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import core, limits
+from skiplock.core import state_changes
+from skiplock.core.features import limits
 from skiplock.tools.bench import (
     BENCH_QUEUE,
     ProbeReceiver,
@@ -128,7 +129,7 @@ def _drain_beside_limited(url: str, jobs: int, limited_backlog: int, busy: bool)
         if busy:
             limits.set_limit(conn, LIMITED_QUEUE, concurrency=4, rate=200.0)
         else:
-            core.pause_queue(conn, LIMITED_QUEUE, actor="flow benchmark")
+            state_changes.pause_queue(conn, LIMITED_QUEUE, actor="flow benchmark")
         conn.execute("INSERT INTO jobs (queue, payload) SELECT %s, '{}'::jsonb FROM generate_series(1, %s)",
                      (LIMITED_QUEUE, limited_backlog))
     procs = _workers(url, queues=f"{BENCH_QUEUE},{LIMITED_QUEUE}")

@@ -6,7 +6,7 @@ import random
 import time
 from typing import Any
 
-from skiplock.core.registry import task
+from skiplock.core.task_decorator import task
 
 LIMITED_QUEUE = "skiplock_bench_limited"
 

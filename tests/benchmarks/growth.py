@@ -13,7 +13,7 @@ databases, each measured in every repetition, states alternating:
   thousand dead jobs with multi-line tracebacks for the console.
 
 In each state and repetition: the claim's own latency (the worker's lean claim statement of 50 jobs,
-``core.claim`` timed from this process, each claim acked before the next, 200 claims), then a drain
+``state_changes.claim`` timed from this process, each claim acked before the next, 200 claims), then a drain
 of 20,000 no-op jobs by 2 worker processes. The drain: the queue is paused, the workers started
 and connected, the queue resumed (its NOTIFY wakes them) and timed until job_stats has counted
 20,000 acks. Every state is topped up to its size and VACUUM ANALYZEd before it is measured.
@@ -39,7 +39,7 @@ import psycopg
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from skiplock.core import core  # noqa: E402
+from skiplock.core import state_changes  # noqa: E402
 from skiplock.tools import bench, bench_seed  # noqa: E402
 from skiplock.tools.bench import BENCH_QUEUE, skiplock_workers, wait_until  # noqa: E402
 from tests.support.pgcluster import ThrowawayCluster  # noqa: E402
@@ -130,7 +130,7 @@ def prepare(url: str, state: str, sizes: dict[str, Any]) -> int:
 
 def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any]:
     """The worker's lean claim of `batch` jobs, timed here `claims` times; each batch acked before the next."""
-    from skiplock.core.db import session_defaults
+    from skiplock.core.plumbing.db import session_defaults
 
     times = []
     with psycopg.connect(url, autocommit=True) as conn:
@@ -138,16 +138,17 @@ def claim_latency(url: str, mode: str, claims: int, batch: int) -> dict[str, Any
         # without waiting for the WAL flush, the claim's plan settings (skiplock.runtime.claimer.claims_commit_async)
         session_defaults(conn)
         conn.execute("SET synchronous_commit = off")
-        core.claim_session(conn)
+        state_changes.claim_session(conn)
         for _ in range(claims):
             started = time.perf_counter()
-            jobs = core.claim(conn, "growth-claim", [BENCH_QUEUE], [30.0], batch, payload_as_text=True,
-                              with_context=False)
+            jobs = state_changes.claim(conn, "growth-claim", [BENCH_QUEUE], [30.0], batch, payload_as_text=True,
+                                       with_context=False)
             times.append((time.perf_counter() - started) * 1000)
             if len(jobs) != batch:
                 raise RuntimeError(f"a claim found {len(jobs)} of {batch} jobs")
-            done = core.ack_batch(conn, "growth-claim", [core.Outcome(j.id, j.queue, j.attempts, "ok") for j in jobs],
-                                  history=mode)
+            done = state_changes.ack_batch(conn, "growth-claim", [state_changes.Outcome(j.id, j.queue, j.attempts,
+                                                                                        "ok") for j in jobs],
+                                           history=mode)
             if len(done) != batch:
                 raise RuntimeError(f"an ack wrote {len(done)} of {batch} jobs")
     return {"claims": claims, "batch": batch, "p50_ms": statistics.median(times),
@@ -187,19 +188,19 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         first = acked(conn)
         counters = server_counters(conn)
-        core.pause_queue(conn, BENCH_QUEUE, "growth")
+        state_changes.pause_queue(conn, BENCH_QUEUE, "growth")
         try:
             # retention of 30 days: the workers' pruner must not delete the kept history mid-run
             with skiplock_workers(url, processes, concurrency=50, batch_size=50, history_mode=mode,
                                   history_retention=30 * 86400):
                 before = acked(conn)
                 started = time.monotonic()
-                core.resume_queue(conn, BENCH_QUEUE)
+                state_changes.resume_queue(conn, BENCH_QUEUE)
                 wait_until(lambda: acked(conn) - before >= jobs, max(120.0, jobs / 100), "the drain's acks",
                            interval=0.005)
                 elapsed = time.monotonic() - started
         finally:
-            core.resume_queue(conn, BENCH_QUEUE)
+            state_changes.resume_queue(conn, BENCH_QUEUE)
         # the workers have exited (their statistics are flushed): per job acked, the stop's tail included
         done = max(1, acked(conn) - first)
         after = server_counters(conn)
@@ -211,7 +212,7 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
 
 def console(url: str, requests: int) -> list[dict[str, Any]]:
     """p50/p95/max (ms) of each console page on `url`, `requests` requests per page, in process."""
-    from skiplock.core.error_summary import summarize
+    from skiplock.core.features.error_summary import summarize
     from skiplock.webapp import create_app
     from skiplock.webapp.db import close_app
     from skiplock.webapp.settings import Account

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 import psycopg.sql
 
-from skiplock.core import core
-from skiplock.core.migrate import apply_migrations
+from skiplock.core import state_changes
+from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.tools.bench import stop_processes
 from tests.support.pgcluster import ThrowawayCluster, find_server, with_database
 
@@ -91,7 +91,7 @@ class Producer(threading.Thread):
         self.enqueued = 0
 
     def run(self) -> None:
-        from skiplock.core.queries import ENQUEUE_MANY
+        from skiplock.core.statements import ENQUEUE_MANY
 
         with psycopg.connect(self.url, autocommit=True, application_name="skiplock-soak-producer") as conn:
             while not self.stop.is_set():
@@ -113,11 +113,11 @@ def probe_claims(conn: psycopg.Connection, n: int = 20) -> list[float]:
     times = []
     for _ in range(n):
         started = time.perf_counter()
-        jobs = core.claim(conn, "soak-probe", [QUEUE], [30.0], 1)
+        jobs = state_changes.claim(conn, "soak-probe", [QUEUE], [30.0], 1)
         times.append((time.perf_counter() - started) * 1000)
         if jobs:
-            outcomes = [core.Outcome(j.id, QUEUE, j.attempts, "ok") for j in jobs]
-            core.ack_batch(conn, "soak-probe", outcomes, history="delete")
+            outcomes = [state_changes.Outcome(j.id, QUEUE, j.attempts, "ok") for j in jobs]
+            state_changes.ack_batch(conn, "soak-probe", outcomes, history="delete")
     return times
 
 

@@ -30,7 +30,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.webapp import create_app, workflow_structure
 from skiplock.webapp.db import close_app
 from skiplock.webapp.settings import Account

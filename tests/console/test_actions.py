@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from skiplock.core import core
+from skiplock.core import state_changes
 from tests.support.factory import make_job, status_of
 
 
@@ -135,13 +135,13 @@ def test_action_on_a_job_in_the_wrong_state_changes_nothing(admin, conn):
 def test_core_bulk_actions_walk_in_batches(conn):
     ids = [make_job(conn, "t1", "dead", last_error="E: one") for _ in range(10)]
     keep = make_job(conn, "t1", "failed", last_error="E: one")
-    flt = core.FinishedFilter(status="dead", queue="t1", error="E: one")
-    assert core.count_finished_matching(conn, flt) == 10
-    assert core.count_finished_matching(conn, flt, cap=4) == 4
-    assert core.retry_matching(conn, flt, batch=3) == 10
+    flt = state_changes.FinishedFilter(status="dead", queue="t1", error="E: one")
+    assert state_changes.count_finished_matching(conn, flt) == 10
+    assert state_changes.count_finished_matching(conn, flt, cap=4) == 4
+    assert state_changes.retry_matching(conn, flt, batch=3) == 10
     assert [status_of(conn, i) for i in ids] == ["queued"] * 10
     assert status_of(conn, keep) == "failed"
-    assert core.purge_matching(conn, core.FinishedFilter(status="failed"), batch=1) == 1
+    assert state_changes.purge_matching(conn, state_changes.FinishedFilter(status="failed"), batch=1) == 1
     assert status_of(conn, keep) is None
 
 
@@ -150,19 +150,20 @@ def test_core_filter_window_text_and_until(conn):
     recent = make_job(conn, "t1", "dead", payload={"customer": "acme"})
     make_job(conn, "t1", "dead", payload={"customer": "acme"}, finished_ago=7200)
     make_job(conn, "t1", "dead", payload={"customer": "globex"})
-    flt = core.FinishedFilter(since=now - timedelta(hours=1), text="acme")
-    assert core.count_finished_matching(conn, flt) == 1
-    assert core.count_finished_matching(conn, core.FinishedFilter(text="%")) == 0  # literal %
-    assert core.count_finished_matching(conn, core.FinishedFilter(until=now - timedelta(minutes=1))) == 1
-    assert core.purge_matching(conn, flt) == 1 and status_of(conn, recent) is None
+    flt = state_changes.FinishedFilter(since=now - timedelta(hours=1), text="acme")
+    assert state_changes.count_finished_matching(conn, flt) == 1
+    assert state_changes.count_finished_matching(conn, state_changes.FinishedFilter(text="%")) == 0  # literal %
+    assert state_changes.count_finished_matching(conn,
+                                                 state_changes.FinishedFilter(until=now - timedelta(minutes=1))) == 1
+    assert state_changes.purge_matching(conn, flt) == 1 and status_of(conn, recent) is None
 
 
 def test_core_filter_refuses_live_states(conn):
-    with pytest.raises(core.InvalidTransition):
-        core.retry_matching(conn, core.FinishedFilter(status="queued"))
+    with pytest.raises(state_changes.InvalidTransition):
+        state_changes.retry_matching(conn, state_changes.FinishedFilter(status="queued"))
 
 
-# ---- recurring (the page works against the contract once skiplock.recurring_defs exists) -----------------
+# ---- recurring (the page works against the contract once skiplock.services.recurring_defs exists) -----------------
 
 
 def test_recurring_schedules_pause_resume_run(admin, conn):

@@ -47,8 +47,8 @@ def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monke
 
 
 def test_the_pruner_keeps_audit_rows_for_the_retention_only(admin, conn, db_url):
-    from skiplock.core.config import load_settings
-    from skiplock.core.db import make_pool
+    from skiplock.core.plumbing.config import load_settings
+    from skiplock.core.plumbing.db import make_pool
     from skiplock.services.pruner import Pruner
 
     for queue in ("old1", "old2", "old3", "new"):

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core.databases import parse_databases
 from skiplock.core.errors import ConfigError
+from skiplock.core.plumbing.databases import parse_databases
 from skiplock.webapp.databases import CONSOLES, create_multi_app
 from skiplock.webapp.db import close_app
 from skiplock.webapp.settings import Account

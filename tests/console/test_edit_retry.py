@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from skiplock import enqueue
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.tools.cli import main
 from tests.console.conftest import ADMIN
 from tests.support.helpers import scalar, wait_for
@@ -123,7 +123,7 @@ def test_bad_input_a_moved_job_and_a_read_only_login_change_nothing(admin: Any, 
     assert scalar(conn, "SELECT payload FROM jobs WHERE id = %s", (job,)) == second
 
     # a job that is no longer dead (retried by someone else, waiting in a paused queue) is refused too
-    core.pause_queue(conn, "t1", "test")
+    state_changes.pause_queue(conn, "t1", "test")
     _, current = _form(admin, job)
     assert admin.post(f"/jobs/{job}/retry").status_code == 303
     refused('{"to": "late@example.com"}', 409, f"Job {job} is no longer dead (it is queued now", current)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from skiplock import enqueue_many
-from skiplock.core import limits
+from skiplock.core.features import limits
 
 
 def test_queue_page_shows_limits_tenants_and_version_mix(admin, conn):

@@ -124,7 +124,7 @@ def test_a_schedule_whose_runs_die_shows_them_and_is_flagged(admin: Any, conn: A
 
 def test_the_queue_page_says_its_jobs_wait_on_the_concurrency_limit(admin: Any, conn: Any,
                                                                       spawn_worker: Any) -> None:
-    from skiplock.core.limits import set_limit
+    from skiplock.core.features.limits import set_limit
 
     set_limit(conn, "slow", concurrency=4, rate=None, actor="test")
     for n in range(16):

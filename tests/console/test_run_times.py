@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from skiplock import enqueue_many
-from skiplock.core.run_times import BOUNDS, percentile
+from skiplock.core.features.run_times import BOUNDS, percentile
 from tests.support.helpers import scalar, wait_for
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from skiplock import Snooze, enqueue
 from skiplock.core.registry import Registry, Task
-from skiplock.testing import drain
+from skiplock.tools.testing import drain
 
 
 def test_job_page_shows_the_snooze_count(admin, conn):

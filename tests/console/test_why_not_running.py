@@ -125,7 +125,7 @@ def test_unserved_queue_is_flagged_on_the_overview_and_fails_health(admin: Any, 
 
 
 def test_lock_key_taken_and_concurrency_limit_reached(admin: Any, conn: Any, spawn_worker: Any) -> None:
-    from skiplock.core.limits import set_limit
+    from skiplock.core.features.limits import set_limit
     from tests.support.flow_handlers import FLOW_RUNS
 
     conn.execute(FLOW_RUNS)

@@ -1,5 +1,5 @@
 """The console's workflow pages (issue 33) on workflows made through the public API and run by
-skiplock.testing.drain (the worker's claim and ack): the job page's parents, dependents, result and
+skiplock.tools.testing.drain (the worker's claim and ack): the job page's parents, dependents, result and
 "waiting on N of M"; the workflow page's DAG, counts and its two actions; the batch page; progress
 on Long-runners."""
 
@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import skiplock
-from skiplock import testing
+from skiplock.tools import testing
 from skiplock.webapp import dag
 from tests.console.conftest import Session
 from tests.support import console_workflow_handlers as handlers

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from tests.support.pgcluster import find_server, with_database
 
 REPO = Path(__file__).resolve().parent.parent.parent

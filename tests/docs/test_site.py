@@ -78,7 +78,7 @@ def test_cli_reference_names_every_command_and_option() -> None:
 
 
 def test_settings_reference_names_every_variable() -> None:
-    from skiplock.core import config
+    from skiplock.core.plumbing import config
 
     rows = _hooks().settings_rows()
     variables = {row[0] for row in rows}

@@ -21,7 +21,7 @@ import uuid
 import psycopg
 
 from skiplock import enqueue_many
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.migrate import apply_migrations
 from tests.conftest import REPO, TEST_TABLES_SQL, worker_env
 from tests.fault.books import audit
 from tests.support.helpers import scalar

@@ -31,7 +31,8 @@ def effects(conn, queue: str) -> dict[int, int]:
 
 
 def test_async_def_registers_as_an_async_task():
-    from skiplock.core.registry import REGISTRY, task
+    from skiplock.core.registry import REGISTRY
+    from skiplock.core.task_decorator import task
 
     @task("async-registration-check")
     async def handler(payload, job):  # pragma: no cover - never run here
@@ -46,7 +47,7 @@ def test_async_def_registers_as_an_async_task():
 
 
 def test_async_concurrency_setting_is_validated():
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
 
     assert load_settings({"SKIPLOCK_ASYNC_CONCURRENCY": "250"}).async_concurrency == 250
     assert load_settings({}).async_concurrency == 100
@@ -188,7 +189,7 @@ def test_async_recurring_task_fires(conn, spawn_worker):
 
 
 def test_lanes_split_queues_by_handler_kind_with_their_own_slots():
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
     from skiplock.runtime.lanes import ASYNC, SYNC, build_lanes
 
     async def coro(payload):  # pragma: no cover - never run

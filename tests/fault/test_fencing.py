@@ -10,12 +10,12 @@ from __future__ import annotations
 import psycopg
 
 from skiplock import enqueue
-from skiplock.core import core
+from skiplock.core import state_changes
 from tests.support.helpers import scalar, wait_for
 
 
-def claim_one(conn: psycopg.Connection, worker_id: str, lease: float) -> core.ClaimedJob:
-    jobs = core.claim(conn, worker_id, ["t1"], [lease], 1)
+def claim_one(conn: psycopg.Connection, worker_id: str, lease: float) -> state_changes.ClaimedJob:
+    jobs = state_changes.claim(conn, worker_id, ["t1"], [lease], 1)
     assert len(jobs) == 1
     return jobs[0]
 
@@ -23,7 +23,7 @@ def claim_one(conn: psycopg.Connection, worker_id: str, lease: float) -> core.Cl
 def expire_and_reap(conn: psycopg.Connection, job_id: int) -> None:
     wait_for(lambda: scalar(conn, "SELECT lease_until < now() FROM jobs WHERE id = %s", (job_id,)),
              timeout=10, message="the lease to expire")
-    assert [r[0] for r in core.reap_expired(conn)] == [job_id]
+    assert [r[0] for r in state_changes.reap_expired(conn)] == [job_id]
 
 
 def test_late_ack_from_a_replaced_worker_is_refused(conn, db_url):
@@ -32,7 +32,7 @@ def test_late_ack_from_a_replaced_worker_is_refused(conn, db_url):
     expire_and_reap(conn, job)
     with psycopg.connect(db_url, autocommit=True) as other:
         claim_one(other, "worker-b", 30)
-    written = core.ack_batch(conn, "worker-a", [core.Outcome(job, "t1", 1, "ok")], history="delete")
+    written = state_changes.ack_batch(conn, "worker-a", [state_changes.Outcome(job, "t1", 1, "ok")], history="delete")
     assert written == set()
     assert conn.execute("SELECT status::text, worker_id FROM jobs WHERE id = %s", (job,)).fetchone() == (
         "running", "worker-b")
@@ -44,8 +44,8 @@ def test_late_ack_of_an_earlier_attempt_by_the_same_worker_is_refused(conn):
     expire_and_reap(conn, job)
     second = claim_one(conn, "worker-a", 30)  # the same process claims it again: attempt 2 now runs
     assert second.attempts == 2
-    stale = core.Outcome(job, "t1", 1, "queued", delay=0, error="attempt 1 failed late")
-    written = core.ack_batch(conn, "worker-a", [stale], history="delete")
+    stale = state_changes.Outcome(job, "t1", 1, "queued", delay=0, error="attempt 1 failed late")
+    written = state_changes.ack_batch(conn, "worker-a", [stale], history="delete")
     # attempt 1's failure must not send the job back to queued while attempt 2 still runs
     assert written == set()
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job,)) == "running"

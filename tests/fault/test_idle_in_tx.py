@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from tests.fault.books import audit, record
 from tests.fault.conftest import FAST_RECOVERY, remaining, stop
 from tests.support.helpers import scalar, wait_for

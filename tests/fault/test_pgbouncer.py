@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core.db import connect
+from skiplock.core.plumbing.db import connect
 from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
 from tests.fault.books import audit, record

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core.handoff import HANDOFF_LOCK_CLASS
+from skiplock.core.features.handoff import HANDOFF_LOCK_CLASS
 from tests.support.helpers import scalar, wait_for
 
 pytestmark = pytest.mark.slow

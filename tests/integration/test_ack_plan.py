@@ -1,4 +1,4 @@
-"""The ack is planned once per connection, and that one plan probes jobs by id (core.row_writes_session).
+"""The ack is planned once per connection, and that one plan probes jobs by id (state_changes.row_writes_session).
 
 Left to itself PostgreSQL plans an ack for its values on every call while that custom plan is
 estimated cheaper than the generic one (which counts on 10 ids per array), as for acks of a few
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.status import HistoryMode, OutcomeStatus
 from tests.support.helpers import worker_pool_settings
 
@@ -26,12 +26,12 @@ def _small_batches(conn: psycopg.Connection, rows: psycopg.Connection, history: 
     """ACKS rounds of the row writers' statements on `rows`, each batch of the few jobs that PostgreSQL
     re-planned: a heartbeat, then an ack of one success, one retry (its error recorded) and one snooze."""
     for _ in range(ACKS):
-        jobs = core.claim(conn, "w", ["t1"], [30.0], 3)
-        assert core.heartbeat(rows, "w", [j.id for j in jobs], [30.0] * 3) == {j.id for j in jobs}
-        ok, retry, snooze = (core.Outcome(j.id, j.queue, j.attempts, OutcomeStatus.OK) for j in jobs)
+        jobs = state_changes.claim(conn, "w", ["t1"], [30.0], 3)
+        assert state_changes.heartbeat(rows, "w", [j.id for j in jobs], [30.0] * 3) == {j.id for j in jobs}
+        ok, retry, snooze = (state_changes.Outcome(j.id, j.queue, j.attempts, OutcomeStatus.OK) for j in jobs)
         outcomes = [ok, retry._replace(status=OutcomeStatus.RETRY, delay=60.0, error="boom"),
                     snooze._replace(status=OutcomeStatus.SNOOZED, delay=60.0)]
-        assert core.ack_batch(rows, "w", outcomes, history=history) == {j.id for j in jobs}
+        assert state_changes.ack_batch(rows, "w", outcomes, history=history) == {j.id for j in jobs}
 
 
 @pytest.mark.parametrize("history", list(HistoryMode))
@@ -40,7 +40,7 @@ def test_row_writes_are_planned_once_as_probes_by_id_even_on_a_nearly_empty_jobs
     # jobs as a vacuum leaves it between bursts: one page, and statistics that say so
     conn.execute("VACUUM ANALYZE jobs")
     with psycopg.connect(db_url, autocommit=True) as rows:
-        core.row_writes_session(rows)
+        state_changes.row_writes_session(rows)
         _small_batches(conn, rows, history)
         prepared = rows.execute(PREPARED).fetchall()
         # the heartbeat, the ack, its attempt history and the snooze
@@ -53,7 +53,7 @@ def test_row_writes_are_planned_once_as_probes_by_id_even_on_a_nearly_empty_jobs
             nulls = ", ".join(["NULL"] * parameters)
             plan = "\n".join(r[0] for r in rows.execute(f"EXPLAIN (COSTS off) EXECUTE {name}({nulls})"))
             assert "Seq Scan" not in plan, plan
-            # each id found through the primary key, then its row touched by ctid (queries._own_rows)
+            # each id found through the primary key, then its row touched by ctid (statements._own_rows)
             assert "Index Scan using jobs_pkey on jobs x" in plan and "Tid Scan on jobs j" in plan, plan
 
 

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core import cancel, core
-from skiplock.core.core import ClaimedJob, Outcome
+from skiplock.core import state_changes
+from skiplock.core.features import cancel
+from skiplock.core.state_changes import ClaimedJob, Outcome
 from skiplock.runtime.acker import Acker
 from skiplock.runtime.heartbeat import Heartbeat
 from skiplock.runtime.latency import LatencyRecorder
@@ -43,7 +44,7 @@ def database(db_url: str) -> Iterator[Database]:
 
 def _claim(url: str, worker_id: str, limit: int, lease: float = 30.0) -> list[ClaimedJob]:
     with psycopg.connect(url, autocommit=True) as c:
-        return core.claim(c, worker_id, ["t1"], [lease], limit)
+        return state_changes.claim(c, worker_id, ["t1"], [lease], limit)
 
 
 def _acker(database: Database, held: HeldJobs, counters: Counters, batch: int = 10) -> Acker:
@@ -132,7 +133,7 @@ def test_a_reaped_lease_is_reported_lost_and_a_cancel_request_is_seen(database, 
     conn.execute("UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = %s", (reaped.id,))
     with psycopg.connect(database.url) as c:
         assert cancel.request_cancel(c, kept.id, "test").changed
-    from skiplock.core.db import make_pool
+    from skiplock.core.plumbing.db import make_pool
 
     pool = make_pool(database.url, "test-reaper", size=1, open_wait=True)
     try:

@@ -6,7 +6,7 @@ claim's UPDATE to the picked ids by hashing a sequential scan of all of jobs, or
 jobs_pkey per picked id, or read every queued job through jobs_unique_inflight and sorted them,
 for every claim until the next ANALYZE (in issue 19's latency curve at 11,500 jobs/s, ~2 s stalls
 of every worker and whole runs collapsed, with PostgreSQL busy and the workers idle).
-The claim statement (ids by `id = ANY`) and the claim connection's settings (core.claim_session)
+The claim statement (ids by `id = ANY`) and the claim connection's settings (state_changes.claim_session)
 rule those plans out. The plans are read with auto_explain, sent to this client as notices; plan
 shapes are asserted, never durations.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from skiplock.core import core, queries
-from skiplock.core.db import session_defaults
+from skiplock.core import state_changes, statements
+from skiplock.core.plumbing.db import session_defaults
 from skiplock.runtime.claimer import claims_commit_async
 from skiplock.tools import bench_seed
 
@@ -31,7 +31,7 @@ def _explained_claims(conn: psycopg.Connection, claims: int) -> list[str]:
     for setting in ("log_min_duration = 0", "log_nested_statements = off", "log_level = notice"):
         conn.execute(f"SET auto_explain.{setting}")
     for _ in range(claims):
-        jobs = core.claim(conn, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
+        jobs = state_changes.claim(conn, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
         assert len(jobs) == 50
     return [p for p in plans if "Update on jobs" in p]
 
@@ -97,11 +97,11 @@ def test_without_those_settings_postgresql_did_read_jobs_whole(db_url, conn):
 
 @pytest.mark.parametrize("name", ["CLAIM", "CLAIM_PAYLOAD_TEXT", "CLAIM_LEAN_TEXT"])
 def test_each_claim_statement_fits_psycopgs_query_cache(name: str) -> None:
-    # psycopg re-parses the placeholders of a longer text on every execute (queries.compact): ~40 us
+    # psycopg re-parses the placeholders of a longer text on every execute (statements.compact): ~40 us
     # of a worker's CPU per claim. A claim grown past the limit fails here, not in a benchmark.
     from psycopg import _queries  # the limit is psycopg's own, not a public name
 
-    statement = getattr(queries, name)
+    statement = getattr(statements, name)
     assert len(statement) <= _queries.MAX_CACHED_STATEMENT_LENGTH, (name, len(statement))
     assert "--" not in statement and "\n" not in statement
 
@@ -112,8 +112,8 @@ def test_compact_keeps_the_statement() -> None:
       FROM t a
      WHERE a.x <= %(x)s AND a.s = 'queued'   -- another
     """
-    assert queries.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
+    assert statements.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
     with pytest.raises(ValueError, match="quoted string"):
-        queries.compact("SELECT 'a, b' -- squeezed, the string would lose its space")
+        statements.compact("SELECT 'a, b' -- squeezed, the string would lose its space")
     with pytest.raises(ValueError, match="quoted string"):
-        queries.compact("SELECT 'a--b'")  # the comment's removal would cut the string
+        statements.compact("SELECT 'a--b'")  # the comment's removal would cut the string

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from skiplock.core.config import load_settings
 from skiplock.core.errors import ConfigError
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.migrate import apply_migrations
 from tests.conftest import REPO
 from tests.support.helpers import scalar
 
@@ -105,7 +105,7 @@ def test_migrations_are_recorded_idempotent_and_safe_to_race(fresh_db_url):
         versions = [r[0] for r in c.execute("SELECT version FROM skiplock_migrations ORDER BY version")]
         assert versions == sorted(set(versions)) and "001" in versions
         # re-running every file's SQL directly is harmless too (idempotent migrations)
-        from skiplock.core.migrate import discover
+        from skiplock.core.plumbing.migrate import discover
 
         for migration in discover():
             c.execute(migration.sql)

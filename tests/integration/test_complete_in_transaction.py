@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from skiplock import JobOwnershipLost, enqueue
-from skiplock.core import core
-from skiplock.core.registry import JobContext
+from skiplock.core import state_changes
+from skiplock.core.job_context import JobContext
 from tests.integration.test_user_transaction import ASYNC_KINDS, SYNC_KINDS, async_kind
 from tests.support.helpers import scalar
 
@@ -26,7 +26,7 @@ def _claimed(conn: psycopg.Connection, history: str) -> JobContext:
     conn.execute("CREATE TABLE IF NOT EXISTS tx_results (job_id bigint NOT NULL, attempt int NOT NULL, "
                  "pid int NOT NULL)")
     job_id = enqueue("tx_complete", {"n": 1})
-    [job] = core.claim(conn, WORKER, ["tx_complete"], [30.0], 1)
+    [job] = state_changes.claim(conn, WORKER, ["tx_complete"], [30.0], 1)
     assert job.id == job_id
     assert job.priority is not None and job.run_at is not None
     assert job.created_at is not None and job.started_at is not None
@@ -36,7 +36,7 @@ def _claimed(conn: psycopg.Connection, history: str) -> JobContext:
 
 def _business_write(user_conn: object, job: JobContext) -> None:
     """The handler's own row, written through the caller's library (as an application would)."""
-    from skiplock import adapters
+    from skiplock.core.plumbing import adapters
 
     adapters.run_sync(user_conn, "INSERT INTO tx_results (job_id, attempt, pid) VALUES (%(id)s, %(a)s, 0)",
                       {"id": job.id, "a": job.attempt})
@@ -93,7 +93,7 @@ def test_complete_async_commits_or_is_refused(kind: str, db_url: str, conn: psyc
             await rollback()
         _assert_untouched(conn, job)
         async with async_kind(db_url, kind) as (user_conn, commit, rollback):
-            from skiplock import adapters
+            from skiplock.core.plumbing import adapters
 
             await adapters.run_async(user_conn, "INSERT INTO tx_results (job_id, attempt, pid) "
                                                 "VALUES (%(id)s, %(a)s, 0)", {"id": job.id, "a": job.attempt})

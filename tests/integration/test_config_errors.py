@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from skiplock.core.config import _PARSERS, load_settings
 from skiplock.core.errors import ConfigError
+from skiplock.core.plumbing.config import _PARSERS, load_settings
 from skiplock.tools.cli import main as cli_main
 from tests.conftest import REPO, worker_env
 

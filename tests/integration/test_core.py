@@ -9,16 +9,16 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core import core
-from skiplock.core.core import Outcome
+from skiplock.core import state_changes
+from skiplock.core.state_changes import Outcome
 from skiplock.services.reaper import Reaper
 from skiplock.tools import bench_seed
 from tests.support.helpers import scalar
 
 
-def _claim(url: str, worker_id: str, queues=("t1",), limit=10) -> list[core.ClaimedJob]:
+def _claim(url: str, worker_id: str, queues=("t1",), limit=10) -> list[state_changes.ClaimedJob]:
     with psycopg.connect(url, autocommit=True) as c:
-        return core.claim(c, worker_id, list(queues), [30.0] * len(queues), limit)
+        return state_changes.claim(c, worker_id, list(queues), [30.0] * len(queues), limit)
 
 
 def _expire(conn, job_ids) -> None:
@@ -51,7 +51,7 @@ def test_claim_order_is_priority_then_run_at_then_id_across_queues(db_url):
 def test_lean_claim_returns_what_the_worker_needs_in_the_same_order(db_url, conn):
     ids = enqueue_many([{"queue": "t1", "payload": {"n": n}, "priority": n % 3, "max_attempts": 4}
                         for n in range(6)])
-    lean = core.claim(conn, "w", ["t1"], [30.0], 6, payload_as_text=True, with_context=False)
+    lean = state_changes.claim(conn, "w", ["t1"], [30.0], 6, payload_as_text=True, with_context=False)
     assert sorted(j.id for j in lean) == sorted(ids)
     # priority DESC, then enqueue order: the same order the full claim promises
     assert [j.id for j in lean] == [ids[2], ids[5], ids[1], ids[4], ids[0], ids[3]]
@@ -62,7 +62,7 @@ def test_lean_claim_returns_what_the_worker_needs_in_the_same_order(db_url, conn
     running = conn.execute("SELECT count(*) FROM jobs WHERE status = 'running' AND worker_id = 'w'").fetchone()[0]
     assert running == 6
     with pytest.raises(ValueError, match="as text only"):
-        core.claim(conn, "w", ["t1"], [30.0], 1, with_context=False)
+        state_changes.claim(conn, "w", ["t1"], [30.0], 1, with_context=False)
 
 
 def test_scheduled_jobs_are_not_claimed_before_run_at(db_url):
@@ -72,10 +72,10 @@ def test_scheduled_jobs_are_not_claimed_before_run_at(db_url):
 
 def test_paused_queue_is_not_claimed_until_resumed(db_url, conn):
     enqueue("t1", {})
-    assert core.pause_queue(conn, "t1", "tester") is True
-    assert core.pause_queue(conn, "t1", "tester") is False
+    assert state_changes.pause_queue(conn, "t1", "tester") is True
+    assert state_changes.pause_queue(conn, "t1", "tester") is False
     assert _claim(db_url, "w") == []
-    assert core.resume_queue(conn, "t1") is True
+    assert state_changes.resume_queue(conn, "t1") is True
     assert len(_claim(db_url, "w")) == 1
 
 
@@ -88,7 +88,7 @@ def test_two_connections_claiming_at_once_never_get_the_same_job(db_url, conn):
         got: list[int] = []
         with psycopg.connect(db_url, autocommit=True) as c:
             barrier.wait()
-            while batch := core.claim(c, f"w{index}", ["t1"], [30.0], 7):
+            while batch := state_changes.claim(c, f"w{index}", ["t1"], [30.0], 7):
                 got.extend(j.id for j in batch)
         results[index] = got
 
@@ -113,19 +113,19 @@ def test_ack_is_fenced_on_worker_and_status(db_url, conn):
     [stolen] = _claim(db_url, "new")
     assert stolen.id == job_id and stolen.attempts == 2
     # the old worker finishes late: its ack must not touch the job the new worker owns
-    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "ok")], history="delete")
+    written = state_changes.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "ok")], history="delete")
     assert written == set()
     assert conn.execute("SELECT status, worker_id FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
         "running", "new")
     # nor can a late failure report overwrite it
-    written = core.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "dead", error="late")], history="delete")
+    written = state_changes.ack_batch(conn, "old", [Outcome(job_id, "t1", 1, "dead", error="late")], history="delete")
     assert written == set()
-    assert core.ack_batch(conn, "new", [Outcome(job_id, "t1", 2, "ok")], history="delete") == {job_id}
+    assert state_changes.ack_batch(conn, "new", [Outcome(job_id, "t1", 2, "ok")], history="delete") == {job_id}
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 
 def reaper_once(url: str):
-    from skiplock.core.db import make_pool
+    from skiplock.core.plumbing.db import make_pool
 
     pool = make_pool(url, "test-reaper", size=1, open_wait=True)
     try:
@@ -153,7 +153,7 @@ def test_ack_batch_writes_every_outcome_kind_in_one_statement(db_url, conn):
     _claim(db_url, "w", limit=4)
     outcomes = [Outcome(ids[0], "t1", 1, "ok"), Outcome(ids[1], "t1", 1, "queued", delay=60, error="boom"),
                 Outcome(ids[2], "t1", 1, "dead", error="gone"), Outcome(ids[3], "t1", 1, "failed", error="nope")]
-    assert core.ack_batch(conn, "w", outcomes, history="delete") == set(ids)
+    assert state_changes.ack_batch(conn, "w", outcomes, history="delete") == set(ids)
     rows = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, status::text, run_at > now() + interval '50 seconds', finished_at IS NOT NULL, last_error "
         "FROM jobs")}
@@ -168,7 +168,7 @@ def test_ack_batch_writes_every_outcome_kind_in_one_statement(db_url, conn):
 def test_keep_history_stores_succeeded(db_url, conn):
     job_id = enqueue("t1", {})
     _claim(db_url, "w")
-    assert core.ack_batch(conn, "w", [Outcome(job_id, "t1", 1, "ok")], history="keep") == {job_id}
+    assert state_changes.ack_batch(conn, "w", [Outcome(job_id, "t1", 1, "ok")], history="keep") == {job_id}
     assert conn.execute("SELECT status::text, finished_at IS NOT NULL, lease_until FROM jobs").fetchone() == (
         "succeeded", True, None)
 
@@ -177,9 +177,9 @@ def test_heartbeat_extends_only_own_running_leases(db_url, conn):
     mine = enqueue("t1", {})
     _claim(db_url, "me")
     conn.execute("UPDATE jobs SET lease_until = now() + interval '1 second'")
-    assert core.heartbeat(conn, "me", [mine], [300.0]) == {mine}
+    assert state_changes.heartbeat(conn, "me", [mine], [300.0]) == {mine}
     assert scalar(conn, "SELECT lease_until > now() + interval '200 seconds' FROM jobs") is True
-    assert core.heartbeat(conn, "someone-else", [mine], [300.0]) == set()
+    assert state_changes.heartbeat(conn, "someone-else", [mine], [300.0]) == set()
 
 
 def test_operator_transitions(db_url, conn):
@@ -187,24 +187,24 @@ def test_operator_transitions(db_url, conn):
     queued = enqueue("t1", {})
     later = enqueue("t1", {}, delay=3600)
     _claim(db_url, "w", limit=1)
-    core.ack_batch(conn, "w", [Outcome(dead, "t1", 1, "dead", error="x")], history="delete")
+    state_changes.ack_batch(conn, "w", [Outcome(dead, "t1", 1, "dead", error="x")], history="delete")
     # retry resets attempts and makes it ready now
-    assert core.retry_finished(conn, [dead, queued]) == [dead]
+    assert state_changes.retry_finished(conn, [dead, queued]) == [dead]
     assert conn.execute("SELECT status::text, attempts FROM jobs WHERE id = %s", (dead,)).fetchone() == ("queued", 0)
-    assert core.run_now(conn, [later]) == [later]
-    assert core.cancel_queued(conn, [queued], "alice") == [queued]
+    assert state_changes.run_now(conn, [later]) == [later]
+    assert state_changes.cancel_queued(conn, [queued], "alice") == [queued]
     assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (queued,)).startswith("cancelled by alice")
-    assert core.purge_finished(conn, [queued, later]) == [queued]
+    assert state_changes.purge_finished(conn, [queued, later]) == [queued]
     assert scalar(conn, "SELECT count(*) FROM jobs") == 2
     [running] = _claim(db_url, "w", limit=1)
-    assert core.release_running(conn, [running.id], "bob")[0][2] == "queued"
+    assert state_changes.release_running(conn, [running.id], "bob")[0][2] == "queued"
 
 
 def test_release_own_gives_the_attempt_back(db_url, conn):
     job_id = enqueue("t1", {})
     _claim(db_url, "w")
-    assert core.release_own(conn, "other", [job_id]) == []
-    assert core.release_own(conn, "w", [job_id]) == [job_id]
+    assert state_changes.release_own(conn, "other", [job_id]) == []
+    assert state_changes.release_own(conn, "w", [job_id]) == [job_id]
     assert conn.execute("SELECT status::text, attempts, worker_id FROM jobs").fetchone() == ("queued", 0, None)
 
 
@@ -212,20 +212,21 @@ def test_pooled_connections_never_jit_compile_the_claim(db_url, monkeypatch):
     """A claim from a big backlog is costed past jit_above_cost; compiling it took seconds (issue 19
     part 3, tests/benchmarks/growth.py). Every pooled skiplock connection runs with JIT off, except
     behind a transaction-pooling PgBouncer, where a session setting would leak to other clients."""
-    from skiplock.core import queries
-    from skiplock.core.db import make_pool
+    from skiplock.core import statements
+    from skiplock.core.plumbing.db import make_pool
 
     with psycopg.connect(db_url, autocommit=True) as c:
         if not scalar(c, "SELECT pg_jit_available()"):
             pytest.skip("this server has no JIT provider")
     enqueue_many([("t1", {"n": i}) for i in range(20)])
-    params = {"queues": ["t1"], "leases": "{30}", "versions": f"{{{core.ANY_VERSION}}}", "tenant_after": [None],
+    params = {"queues": ["t1"], "leases": "{30}", "versions": f"{{{state_changes.ANY_VERSION}}}",
+              "tenant_after": [None],
               "limit": 5, "worker_id": "explain", "limited": []}
     pool = make_pool(db_url, "test-jit", size=1, open_wait=True)
     try:
         with pool.connection() as conn, conn.transaction(force_rollback=True):
             conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would be compiled if JIT were on
-            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + queries.CLAIM_LEAN_TEXT, params))
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + statements.CLAIM_LEAN_TEXT, params))
             assert scalar(conn, "SHOW jit") == "off"
         assert "JIT" not in plan, plan
     finally:
@@ -252,6 +253,6 @@ def test_the_worker_claim_connection_rules_out_bitmap_scans(db_url, conn):
         claims_commit_async(c)
         assert scalar(c, "SHOW enable_bitmapscan") == "off" and scalar(c, "SHOW synchronous_commit") == "off"
         assert scalar(c, "SHOW jit") == "off"  # the settings make every claim plan's cost pass jit_above_cost
-        jobs = core.claim(c, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
+        jobs = state_changes.claim(c, "w", ["t1"], [30.0], 50, payload_as_text=True, with_context=False)
     assert [j.id for j in jobs] == ids[:50]
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'succeeded'") == 1_000

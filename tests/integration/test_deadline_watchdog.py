@@ -1,4 +1,4 @@
-"""The client-side deadline's watchdog (worker/core/deadline.py) is woken only when it would sleep past a
+"""The client-side deadline's watchdog (worker/core/plumbing/deadline.py) is woken only when it would sleep past a
 new deadline; a shorter deadline that starts while a longer one is guarded still cuts in time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import socket
 import threading
 from types import SimpleNamespace
 
-from skiplock.core.deadline import Watchdog
+from skiplock.core.plumbing.deadline import Watchdog
 
 
 def _conn(sock: socket.socket) -> SimpleNamespace:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.monitor.doctor import (
     CHECKS,
     FAIL,

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core import core, queries
+from skiplock.core import state_changes, statements
 from skiplock.core.producer import COPY_THRESHOLD
 from skiplock.runtime.executor import SuccessLogBudget
 from tests.support.helpers import scalar, wait_for, worker_pool_settings
@@ -104,7 +104,7 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
     # fence written as `status = 'running'` then walked all of the running-jobs index per ack (seconds
     # per ack in the seed recipe). Statistics of an empty table (a backlog enqueued since)
     # made it scan the table per ack instead, or join the batch against a whole-index scan.
-    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/queries.py).
+    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/statements.py).
     # a database of its own: the statistics made here must not steer other tests' plans
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         if analyzed == "while_empty":
@@ -112,16 +112,16 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
         conn.execute("INSERT INTO jobs (queue, payload) SELECT 't1', '{}' FROM generate_series(1, 20000)")
         if analyzed == "with_all_queued":
             conn.execute("ANALYZE jobs")
-        claimed = core.claim(conn, "w1", ["t1"], [30.0], 2000)
+        claimed = state_changes.claim(conn, "w1", ["t1"], [30.0], 2000)
         ids = [job.id for job in claimed[:200]]  # a full ack batch
         conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")
         ack = {"worker_id": "w1", "ok_ids": ids, "ok_attempts": [1] * 200, "err_ids": ids[:1], "err_attempts": [1],
                "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"],
                "err_headline": ["x"], "err_group": ["x"], "res_ids": ids[:1], "res_values": ["{\"n\": 1}"],
                "res_errors": [None]}
-        for statement, params in ((queries.ACK_BATCH, ack), (queries.ACK_BATCH_KEEP, ack),
-                                  (queries.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
-                                  (queries.RELEASE_OWN, {"worker_id": "w1", "ids": ids})):
+        for statement, params in ((statements.ACK_BATCH, ack), (statements.ACK_BATCH_KEEP, ack),
+                                  (statements.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
+                                  (statements.RELEASE_OWN, {"worker_id": "w1", "ids": ids})):
             plan = _plan(conn, statement, params)
             assert "jobs_running_idx" not in plan and "jobs_lease_idx" not in plan, plan
             assert "Seq Scan" not in plan, plan
@@ -130,8 +130,10 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
             assert "TID Cond: (ctid = f.ctid)" in plan, plan
         conn.execute("RESET ALL")
         # and the statements still do their job: the fence holds for the owner only
-        assert core.ack_batch(conn, "w2", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == set()
-        assert core.ack_batch(conn, "w1", [core.Outcome(ids[0], "t1", 1, "ok")], history="delete") == {ids[0]}
+        assert state_changes.ack_batch(conn, "w2", [state_changes.Outcome(ids[0], "t1", 1, "ok")],
+                                       history="delete") == set()
+        assert state_changes.ack_batch(conn, "w1", [state_changes.Outcome(ids[0], "t1", 1, "ok")],
+                                       history="delete") == {ids[0]}
 
 
 @pytest.mark.parametrize("prepared", ["on", "off"])

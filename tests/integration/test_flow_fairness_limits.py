@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core import limits
+from skiplock.core.features import limits
 from skiplock.tools.cli import main as cli
 from tests.support.flow_handlers import FLOW_RUNS
 from tests.support.helpers import scalar, wait_for
@@ -134,7 +134,7 @@ def test_racing_claims_of_many_connections_never_pass_the_concurrency_limit(
     claim can see a slot another claim took. Each claimer checks the running count after each of
     its claims, and the final counts show every job ran once. `cache`: whether the caller names the
     limited queue (the worker's LimitsView) or passes no cache (the statement looks at all queues)."""
-    from skiplock.core import core
+    from skiplock.core import state_changes
     from skiplock.core.status import OutcomeStatus
     from tests.support.helpers import race
 
@@ -148,14 +148,15 @@ def test_racing_claims_of_many_connections_never_pass_the_concurrency_limit(
         deadline = time.monotonic() + 120
         with psycopg.connect(db_url, autocommit=True) as own:
             while time.monotonic() < deadline:
-                jobs = core.claim(own, f"racer-{index}", ["race_limited", "race_free"], [60.0, 60.0], 4,
-                                  limited={"race_limited"} if cache == "named" else None)
+                jobs = state_changes.claim(own, f"racer-{index}", ["race_limited", "race_free"], [60.0, 60.0], 4,
+                                           limited={"race_limited"} if cache == "named" else None)
                 if not jobs and scalar(own, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 0:
                     return
                 seen.append(scalar(own, "SELECT count(*) FROM jobs WHERE queue = 'race_limited' "
                                         "AND status = 'running'"))
                 claimed[index].extend(job.queue for job in jobs)
-                core.ack_batch(own, f"racer-{index}", [core.Outcome(j.id, j.queue, j.attempts, OutcomeStatus.OK)
+                state_changes.ack_batch(own, f"racer-{index}", [state_changes.Outcome(j.id, j.queue, j.attempts,
+                                                                                      OutcomeStatus.OK)
                                                         for j in jobs])
 
     race(8, claimer)

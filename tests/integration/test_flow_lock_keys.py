@@ -82,31 +82,31 @@ def test_one_run_per_key_across_workers_and_a_killed_holder_frees_its_key(
 def test_task_lock_key_function_and_per_key_order(db_url: str, conn: psycopg.Connection) -> None:
     """@task(lock_key=fn) stamps the key at enqueue; one claim takes one job per key, the key's first."""
     import tests.support.flow_handlers  # noqa: F401  (registers flow_derived)
-    from skiplock.core import core
+    from skiplock.core import state_changes
 
     ids = [enqueue("flow_derived", {"account": n % 2}, priority=p) for n, p in enumerate([0, 0, 5, 5, 0])]
     keys = [scalar(conn, "SELECT lock_key FROM jobs WHERE id = %s", (i,)) for i in ids]
     assert keys == ["account:0", "account:1", "account:0", "account:1", "account:0"]
-    claimed = core.claim(conn, "w1", ["flow_derived"], [30.0], 10)
+    claimed = state_changes.claim(conn, "w1", ["flow_derived"], [30.0], 10)
     # the highest priority job of each key, and nothing else while those run
     assert sorted(j.id for j in claimed) == sorted([ids[2], ids[3]])
-    assert core.claim(conn, "w2", ["flow_derived"], [30.0], 10) == []
+    assert state_changes.claim(conn, "w2", ["flow_derived"], [30.0], 10) == []
     # an unkeyed job beside them is not held back
     free = enqueue("flow_keyed", {})
-    assert [j.id for j in core.claim(conn, "w2", ["flow_derived", "flow_keyed"], [30.0, 30.0], 10)] == [free]
+    assert [j.id for j in state_changes.claim(conn, "w2", ["flow_derived", "flow_keyed"], [30.0, 30.0], 10)] == [free]
 
 
 def test_concurrent_claims_never_run_one_key_twice(db_url: str, conn: psycopg.Connection) -> None:
     """Many claimers on their own connections, racing on few keys: the unique index never fires at
     the caller (the claim retries a lost race) and one key never has two running rows."""
-    from skiplock.core import core
+    from skiplock.core import state_changes
 
     enqueue_many([{"queue": "flow_keyed", "payload": {}, "lock_key": f"k{n % 3}"} for n in range(300)])
 
     def claimer(index: int) -> None:
         with psycopg.connect(db_url, autocommit=True) as c:
             for _ in range(60):
-                for job in core.claim(c, f"w{index}", ["flow_keyed"], [30.0], 5):
+                for job in state_changes.claim(c, f"w{index}", ["flow_keyed"], [30.0], 5):
                     c.execute("DELETE FROM jobs WHERE id = %s", (job.id,))
 
     race(6, claimer)  # no claimer sees an error

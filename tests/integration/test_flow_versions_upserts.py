@@ -11,7 +11,7 @@ import pytest
 
 from skiplock import enqueue
 from skiplock.core.errors import ConfigError, EnqueueError
-from skiplock.core.versions import check_upgrades, upgrade_payload
+from skiplock.core.features.versions import check_upgrades, upgrade_payload
 from tests.support.flow_handlers import FLOW_RUNS
 from tests.support.helpers import race, scalar, wait_for
 

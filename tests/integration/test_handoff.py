@@ -19,9 +19,10 @@ import pytest
 from psycopg import conninfo
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core import core, handoff
-from skiplock.core.limits import set_limit
-from skiplock.core.waiting import Waiting
+from skiplock.core import state_changes
+from skiplock.core.features import handoff
+from skiplock.core.features.limits import set_limit
+from skiplock.core.features.waiting import Waiting
 from tests.support.helpers import scalar, wait_for
 
 LEASE = 45.0
@@ -150,7 +151,7 @@ def test_a_job_a_claim_would_not_take_now_is_not_handed(db_url: str, conn: psyco
     options: dict[str, Any] = {}
     payload: Any = {}
     if case == "paused":
-        core.pause_queue(conn, "ho", "test")
+        state_changes.pause_queue(conn, "ho", "test")
     elif case == "limited":
         set_limit(conn, "ho", concurrency=1, rate=None)
     elif case == "lock_key":

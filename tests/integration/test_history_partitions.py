@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core import core
-from skiplock.core.config import load_settings
-from skiplock.core.db import make_pool
+from skiplock.core import state_changes
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import make_pool
 from skiplock.services.history import HistoryPartitions, add_months, month_start, partition_name
 from tests.support.helpers import scalar, wait_for
 
@@ -46,11 +46,11 @@ def test_setting_parses_and_keep_history_still_means_keep():
 
 def test_ack_moves_successes_to_history_in_one_statement(conn):
     ids = enqueue_many([("h1", {"i": i}) for i in range(3)])
-    claimed = core.claim(conn, "w-h", ["h1"], [30.0], 3)
+    claimed = state_changes.claim(conn, "w-h", ["h1"], [30.0], 3)
     assert sorted(j.id for j in claimed) == ids
-    written = core.ack_batch(conn, "w-h", [
-        core.Outcome(ids[0], "h1", 1, "ok"), core.Outcome(ids[1], "h1", 1, "ok"),
-        core.Outcome(ids[2], "h1", 1, "queued", delay=60, error="try again"),
+    written = state_changes.ack_batch(conn, "w-h", [
+        state_changes.Outcome(ids[0], "h1", 1, "ok"), state_changes.Outcome(ids[1], "h1", 1, "ok"),
+        state_changes.Outcome(ids[2], "h1", 1, "queued", delay=60, error="try again"),
     ], history="partitioned")
     assert written == set(ids)
     assert conn.execute("SELECT id, status FROM jobs").fetchall() == [(ids[2], "queued")]
@@ -61,7 +61,8 @@ def test_ack_moves_successes_to_history_in_one_statement(conn):
                     (ids[1], "succeeded", {"i": 1}, 1, "w-h", True, this_month)]
     assert conn.execute("SELECT sum(completed), sum(retried) FROM job_stats").fetchone() == (2, 1)
     # the fence still holds: a second ack of the same ids writes nothing and moves nothing
-    assert core.ack_batch(conn, "w-h", [core.Outcome(ids[0], "h1", 1, "ok")], history="partitioned") == set()
+    assert state_changes.ack_batch(conn, "w-h", [state_changes.Outcome(ids[0], "h1", 1, "ok")],
+                                   history="partitioned") == set()
     assert scalar(conn, "SELECT count(*) FROM jobs_history") == 2
 
 

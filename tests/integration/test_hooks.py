@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from skiplock import enqueue, hooks
+from skiplock import enqueue
 from skiplock.core.errors import ConfigError
+from skiplock.core.features import hooks
 from skiplock.core.registry import Registry, Task
-from skiplock.testing import drain
+from skiplock.tools.testing import drain
 from tests.conftest import REPO
 from tests.support.helpers import scalar, wait_for
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import Registry, Task
 from skiplock.runtime.listener import CHANNEL, Listener
 from skiplock.runtime.runner import Worker
@@ -107,7 +107,7 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
     """The listener's connection is not pooled, so the pools' session defaults never ran on it: its
     claims from a 1,000,000-job backlog JIT-compiled for ~2 s each (perf, tests/benchmarks/growth.py).
     The listener the worker builds sets JIT off, and the claim's plan settings, on its connection."""
-    from skiplock.core import core, queries
+    from skiplock.core import state_changes, statements
 
     worker = _worker("lj")
     listener = worker.claimer.new_listener(worker.wake)
@@ -120,11 +120,12 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
         assert scalar(listener_conn, "SHOW enable_bitmapscan") == "off"  # the claim connection's settings
         assert scalar(listener_conn, "SHOW synchronous_commit") == "off"
         enqueue("lj", {"n": 1})
-        params = {"queues": ["lj"], "leases": "{30}", "versions": f"{{{core.ANY_VERSION}}}", "tenant_after": [None],
+        params = {"queues": ["lj"], "leases": "{30}", "versions": f"{{{state_changes.ANY_VERSION}}}",
+                  "tenant_after": [None],
                   "limit": 5, "worker_id": "explain", "limited": []}
         with listener_conn.transaction(force_rollback=True):
             listener_conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would compile if JIT were on
             plan = "\n".join(r[0] for r in listener_conn.execute(
-                "EXPLAIN (ANALYZE) " + queries.CLAIM_LEAN_TEXT, params))
+                "EXPLAIN (ANALYZE) " + statements.CLAIM_LEAN_TEXT, params))
         assert "JIT" not in plan, plan
         assert worker.claimer.on_notify(listener_conn) is True  # and the worker's own claim runs on it

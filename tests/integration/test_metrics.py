@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from skiplock import enqueue, enqueue_many
-from skiplock.core import core
-from skiplock.core.config import load_settings
-from skiplock.core.db import make_pool
+from skiplock.core import state_changes
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import make_pool
 from skiplock.monitor.metrics import SkiplockCollector, connection_from_url, render
 from skiplock.runtime.health import HealthServer, liveness
 from skiplock.runtime.latency import LatencyRecorder, fold_exited
@@ -44,14 +44,14 @@ def test_queue_gauges_and_totals_match_the_database(conn, db_url):
     enqueue_many([{"queue": "m1", "payload": {}, "delay": 3600} for _ in range(3)])
     enqueue("m2", {"x": 1})
     # two running, one of them then dead, one retried
-    claimed = core.claim(conn, "w-test", ["m1"], [30.0], 3)
+    claimed = state_changes.claim(conn, "w-test", ["m1"], [30.0], 3)
     assert len(claimed) == 3
-    written = core.ack_batch(conn, "w-test", [
-        core.Outcome(claimed[0].id, "m1", 1, "dead", error="boom"),
-        core.Outcome(claimed[1].id, "m1", 1, "ok"),
+    written = state_changes.ack_batch(conn, "w-test", [
+        state_changes.Outcome(claimed[0].id, "m1", 1, "dead", error="boom"),
+        state_changes.Outcome(claimed[1].id, "m1", 1, "ok"),
     ], history="delete")
     assert len(written) == 2
-    core.pause_queue(conn, "m2", "test")
+    state_changes.pause_queue(conn, "m2", "test")
 
     m = scrape(db_url)
 
@@ -87,9 +87,9 @@ def test_queue_gauges_and_totals_match_the_database(conn, db_url):
 
 def test_reaped_leases_and_live_workers(conn, db_url):
     job_id = enqueue("m3", {})
-    [job] = core.claim(conn, "w-gone", ["m3"], [30.0], 1)
+    [job] = state_changes.claim(conn, "w-gone", ["m3"], [30.0], 1)
     conn.execute("UPDATE jobs SET lease_until = now() - interval '1 minute' WHERE id = %s", (job_id,))
-    assert [r[0] for r in core.reap_expired(conn)] == [job.id]
+    assert [r[0] for r in state_changes.reap_expired(conn)] == [job.id]
     conn.execute("INSERT INTO workers (id, host, pid, queues, concurrency, in_flight) "
                  "VALUES ('w1', 'h', 1, '{m3}', 8, 2), ('w2', 'h', 2, '{m3}', 4, 0)")
     conn.execute("INSERT INTO workers (id, host, pid, queues, concurrency, last_seen) "
@@ -219,7 +219,7 @@ def test_p99_wait_equals_the_seeds_percentile_over_many_priorities(conn, db_url)
 
 
 def test_queue_limits_in_metrics(conn, db_url):
-    from skiplock.core import limits
+    from skiplock.core.features import limits
 
     limits.set_limit(conn, "m_limited", concurrency=3, rate="20/s")
     samples = scrape(db_url)

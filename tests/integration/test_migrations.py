@@ -15,14 +15,14 @@ import psycopg
 import pytest
 
 from skiplock.core.errors import MigrationError
-from skiplock.core.migrate import (
+from skiplock.core.plumbing.migrate import (
     ALLOW_CHANGED_ENV,
     DEFINITIONS_FOLDER,
     apply_migrations,
     discover,
     discover_definitions,
 )
-from skiplock.core.resources import migrations_dir
+from skiplock.core.plumbing.resources import migrations_dir
 from skiplock.tools.bench import scratch_database
 from skiplock.tools.schema_cli import dump_schema, find_pg_dump, pg_dump_major, snapshot_path
 from tests.integration.test_cli_and_config import run_cli

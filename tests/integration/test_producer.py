@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from skiplock import EnqueueError, enqueue, enqueue_many
-from skiplock.core import core
+from skiplock.core import state_changes
 from tests.support.helpers import scalar, wait_for
 
 
@@ -41,9 +41,9 @@ def test_unique_key_collapses_while_in_flight_and_frees_after_finish(db_url, con
     assert enqueue_many([{"queue": "t1", "payload": {}, "unique_key": "invoice:7"}]) == []
     # still collapsed while running
     with psycopg.connect(db_url, autocommit=True) as c:
-        core.claim(c, "w", ["t1"], [30.0], 1)
+        state_changes.claim(c, "w", ["t1"], [30.0], 1)
     assert enqueue("t1", {}, unique_key="invoice:7") is None
-    core.ack_batch(conn, "w", [core.Outcome(first, "t1", 1, "ok")], history="keep")
+    state_changes.ack_batch(conn, "w", [state_changes.Outcome(first, "t1", 1, "ok")], history="keep")
     second = enqueue("t1", {}, unique_key="invoice:7")
     assert second is not None and second != first
 
@@ -151,7 +151,7 @@ def test_seed_sql_producer_job_is_run_by_the_python_worker(conn, spawn_worker):
 def test_seed_observability_queries_run_unchanged(db_url, conn):
     enqueue_many([("t1", {}), ("t1", {}), ("t2", {})])
     with psycopg.connect(db_url, autocommit=True) as c:
-        core.claim(c, "w", ["t2"], [30.0], 1)
+        state_changes.claim(c, "w", ["t2"], [30.0], 1)
     backlog, long_runners, p99 = (conn.execute(q).fetchall() for q in SEED_OBSERVABILITY)
     assert backlog[0][:2] == ("t1", 2) and ("t2", 0, 1) in backlog
     assert [r[1] for r in long_runners] == ["t2"]

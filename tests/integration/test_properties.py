@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis): the backoff policy and payload round trips.
 
 Payloads go through the real path: enqueue's JSON text, PostgreSQL's jsonb, and the claim that
-hands the handler its payload (core.claim returns exactly what the runner passes to the handler).
+hands the handler its payload (state_changes.claim returns exactly what the runner passes to the handler).
 
 What jsonb normalises, and why the strategies are bounded:
 - numbers are stored as `numeric`, so a float comes back as the decimal of its shortest repr;
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skiplock import enqueue
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.backoff import JITTER_FRACTION, backoff_seconds
 from tests.support.helpers import scalar, wait_for
 
@@ -89,7 +89,7 @@ json_values = st.recursive(
 @given(payload=json_values)
 def test_payload_round_trips_through_enqueue_jsonb_and_claim(payload, conn):
     job_id = enqueue("t1", payload, conn=conn)
-    claimed = core.claim(conn, "property-test", ["t1"], [30.0], 10)
+    claimed = state_changes.claim(conn, "property-test", ["t1"], [30.0], 10)
     try:
         assert [j.id for j in claimed] == [job_id]
         assert claimed[0].payload == payload

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import core
-from skiplock.core.config import load_settings
-from skiplock.core.db import make_pool
+from skiplock.core import state_changes, statements
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import make_pool
 from skiplock.services.pruner import Pruner
 
 HOUR = 3600.0
@@ -59,13 +59,13 @@ def test_pruner_deletes_only_what_is_past_retention(conn, pool):
 
 def test_each_statement_deletes_at_most_one_batch(conn, pool):
     make_jobs(conn, 5, "dead", 48)
-    assert core.prune_finished(conn, "dead", 24 * HOUR, 2) == 2
+    assert state_changes.prune_finished(conn, "dead", 24 * HOUR, 2) == 2
     # a pass stops after max_batches statements; the rest waits for the next pass
     assert Pruner(pool, SETTINGS, batch=1, max_batches=2).run_once() == 2
     assert Pruner(pool, SETTINGS, batch=1, max_batches=2).run_once() == 1
     assert len(remaining(conn)) == 0
     with pytest.raises(ValueError, match="only finished jobs"):
-        core.prune_finished(conn, "queued", 0, 10)
+        state_changes.prune_finished(conn, "queued", 0, 10)
 
 
 def test_prune_statement_can_use_the_finished_index(conn):
@@ -74,7 +74,7 @@ def test_prune_statement_can_use_the_finished_index(conn):
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN " + core.queries.PRUNE_FINISHED.replace("%(status)s", "'succeeded'")
+            "EXPLAIN " + statements.PRUNE_FINISHED.replace("%(status)s", "'succeeded'")
             .replace("%(older_than)s", "3600").replace("%(limit)s", "10")).fetchall())
     assert "jobs_finished_idx" in plan
 
@@ -100,7 +100,7 @@ def test_stats_past_retention_fold_into_totals_and_metrics_never_go_down(conn, p
 
 def test_payload_edits_are_kept_as_long_as_the_audit_trail(conn: psycopg.Connection, pool: ConnectionPool) -> None:
     """job_edits (migration 032) is the audit's evidence: the pruner drops rows past SKIPLOCK_AUDIT_RETENTION."""
-    from skiplock.core import payload_edit
+    from skiplock.core.features import payload_edit
 
     for job_id in make_jobs(conn, 3, "dead", 1):
         with conn.transaction():

@@ -12,9 +12,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from skiplock import enqueue
-from skiplock.core import core
-from skiplock.core.db import make_pool
-from skiplock.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.core import state_changes
+from skiplock.core.plumbing.db import make_pool
+from skiplock.services.recurring_defs import define, list_schedules, pause_schedule, resume_schedule, run_schedule_now
 from skiplock.services.recurring_service import RecurringService
 from skiplock.services.recurring_store import prune_slots, slot_key
 from skiplock.services.schedule import IntervalSchedule
@@ -114,9 +114,10 @@ def test_a_finished_job_is_never_enqueued_again_for_its_slot(conn, pool):
     service.run_once(datetime.now(UTC))
     [(job_id, fire_at, key)] = jobs(conn, "rq")
     wait_for(lambda: scalar(conn, "SELECT now() >= %s", (fire_at,)), timeout=5, message="the slot to fire")
-    [claimed] = core.claim(conn, "test-worker", ["rq"], [30.0], 10)
+    [claimed] = state_changes.claim(conn, "test-worker", ["rq"], [30.0], 10)
     assert claimed.id == job_id
-    assert core.ack_batch(conn, "test-worker", [core.Outcome(job_id, "rq", 1, "ok")], history="delete") == {job_id}
+    assert state_changes.ack_batch(conn, "test-worker", [state_changes.Outcome(job_id, "rq", 1, "ok")],
+                                   history="delete") == {job_id}
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0  # finished and gone: the in-flight index forgot the key
     # A pass that plans this slot again (head reset by a resume or a change, on a worker whose
     # clock is behind) finds the durable slot row and enqueues nothing for it.
@@ -293,7 +294,7 @@ def test_tick_arms_a_wake_timer_at_each_pending_fire_time(conn, pool):
 
 def test_every_worker_gets_the_recurring_pruner_and_slot_cleanup_services(pool):
     import tests.support.handlers  # noqa: F401  (registers queue t1)
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
     from skiplock.runtime.runner import Worker
     from skiplock.services.reaper import Reaper
 

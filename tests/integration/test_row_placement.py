@@ -14,7 +14,7 @@ from __future__ import annotations
 import psycopg
 
 from skiplock import enqueue_many
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.tools import bench_seed
 
 KEPT = 20_000  # finished rows kept before the ready ones: old pages, each with a gap at its end
@@ -33,10 +33,11 @@ def _pages_before_and_after(url: str) -> tuple[dict[int, int], dict[int, int]]:
         ids = enqueue_many([("placed", {}) for _ in range(READY)], conn=conn)[:CLAIMED]
         conn.execute("VACUUM jobs")  # the free space map as a vacuum leaves it, old pages' gaps included
         before: dict[int, int] = dict(conn.execute(PAGES, (ids,)).fetchall())
-        jobs = core.claim(conn, "w", ["placed"], [30.0], CLAIMED, payload_as_text=True, with_context=False)
+        jobs = state_changes.claim(conn, "w", ["placed"], [30.0], CLAIMED, payload_as_text=True, with_context=False)
         assert sorted(j.id for j in jobs) == sorted(ids)  # the oldest jobs, as always
-        done = core.ack_batch(conn, "w", [core.Outcome(j.id, j.queue, j.attempts, "ok") for j in jobs],
-                              history="keep")
+        done = state_changes.ack_batch(conn, "w", [state_changes.Outcome(j.id, j.queue, j.attempts,
+                                                                         "ok") for j in jobs],
+                                       history="keep")
         assert len(done) == CLAIMED
         after: dict[int, int] = dict(conn.execute(PAGES, (ids,)).fetchall())
     return before, after

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_async
-from skiplock.producer_async import close_default_async_pool
+from skiplock.core.producer_async import close_default_async_pool
 from tests.integration.test_user_transaction import sqlalchemy_url
 
 

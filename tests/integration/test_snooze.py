@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skiplock import Snooze, enqueue
-from skiplock.testing import drain
+from skiplock.tools.testing import drain
 from tests.conftest import REPO
 from tests.support.helpers import scalar, wait_for
 

@@ -18,8 +18,8 @@ import pytest
 
 from skiplock import EnqueueError, enqueue, enqueue_async, enqueue_many
 from skiplock.core import task_defaults
+from skiplock.core.producer_async import close_default_async_pool
 from skiplock.core.registry import REGISTRY
-from skiplock.producer_async import close_default_async_pool
 from tests.conftest import REPO
 from tests.support.helpers import scalar, wait_for
 

@@ -1,4 +1,4 @@
-"""skiplock.testing.drain runs jobs as a worker does: an older payload reaches the handler upgraded, a job
+"""skiplock.tools.testing.drain runs jobs as a worker does: an older payload reaches the handler upgraded, a job
 newer than the handler stays queued, and an `async def` handler is awaited (found by the docs' examples)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from skiplock.core.registry import REGISTRY, task
-from skiplock.testing import drain
+from skiplock.core.registry import REGISTRY
+from skiplock.core.task_decorator import task
+from skiplock.tools.testing import drain
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from skiplock import PermanentFailure, enqueue
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import Registry, Task
 from skiplock.runtime.runner import Worker
 from tests.support.helpers import scalar, wait_for

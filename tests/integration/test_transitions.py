@@ -13,21 +13,22 @@ import psycopg
 import pytest
 
 from skiplock import enqueue
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.transitions import SITUATIONS, TRANSITIONS, allowed, situation
 
 WORKER = "transitions-test-worker"
 
 
-def _claimed(conn: psycopg.Connection, queue: str) -> core.ClaimedJob:
-    [job] = core.claim(conn, WORKER, [queue], [30.0], 1)
+def _claimed(conn: psycopg.Connection, queue: str) -> state_changes.ClaimedJob:
+    [job] = state_changes.claim(conn, WORKER, [queue], [30.0], 1)
     return job
 
 
 def _finish(conn: psycopg.Connection, queue: str, status: str, error: str | None) -> int:
     job = _claimed(conn, queue)
-    written = core.ack_batch(conn, WORKER, [core.Outcome(job.id, job.queue, job.attempts, status, error=error)],
-                             history="keep")
+    written = state_changes.ack_batch(conn, WORKER, [state_changes.Outcome(job.id, job.queue, job.attempts, status,
+                                                                           error=error)],
+                                      history="keep")
     assert written == {job.id}
     return job.id
 

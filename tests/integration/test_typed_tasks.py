@@ -97,7 +97,7 @@ def test_a_bad_field_is_refused_at_enqueue_and_nothing_is_written(typed_tasks, c
 
 
 def test_the_handle_is_still_the_handler(typed_tasks) -> None:
-    from skiplock.core.registry import JobContext
+    from skiplock.core.job_context import JobContext
 
     handle = typed_tasks.send_welcome
     assert handle.__name__ == "send_welcome" and handle.queue == "welcome"
@@ -119,7 +119,7 @@ class Invoice(pydantic.BaseModel):  # at module level: the annotation below must
 
 def test_a_pydantic_payload_is_validated(conn) -> None:
     from skiplock.core.registry import REGISTRY
-    from skiplock.core.registry import task as task_decorator
+    from skiplock.core.task_decorator import task as task_decorator
 
     def bill(payload: Invoice) -> None:
         pass
@@ -139,7 +139,7 @@ def test_typed_enqueue_async_validates_then_enqueues(typed_tasks, conn) -> None:
     """The typed handle's asyncio enqueue: a bad field is refused before anything is written."""
     import asyncio
 
-    from skiplock.producer_async import close_default_async_pool
+    from skiplock.core.producer_async import close_default_async_pool
 
     async def both() -> int | None:
         try:

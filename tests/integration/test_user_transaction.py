@@ -18,7 +18,7 @@ import psycopg.conninfo
 import pytest
 
 from skiplock import enqueue, enqueue_async, enqueue_many, enqueue_many_async
-from skiplock.producer_async import close_default_async_pool
+from skiplock.core.producer_async import close_default_async_pool
 from tests.support.helpers import scalar, wait_for
 
 # ---- the sync kinds: each opens a transaction and yields (conn, finish(commit: bool)) -----------

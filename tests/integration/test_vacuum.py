@@ -18,8 +18,8 @@ from psycopg import conninfo
 from psycopg_pool import ConnectionPool
 
 from skiplock import enqueue_many
-from skiplock.core import core
-from skiplock.core.db import make_pool
+from skiplock.core import state_changes
+from skiplock.core.plumbing.db import make_pool
 from skiplock.core.status import OutcomeStatus
 from skiplock.services.vacuum import DUTY, LIVE_SHARE, VACUUM_LOCK_CLASS, JobsVacuum
 from skiplock.tools import bench_seed
@@ -58,8 +58,9 @@ def pool(db_url: str):
 def _dead_rows(conn: psycopg.Connection, n: int) -> None:
     """`n` jobs enqueued, claimed and acked (deleted): 2n dead rows, once the stats show them."""
     enqueue_many([("t1", {"n": i}) for i in range(n)])
-    jobs = core.claim(conn, "w", ["t1"], [30.0], n)
-    core.ack_batch(conn, "w", [core.Outcome(j.id, j.queue, j.attempts, OutcomeStatus.OK) for j in jobs])
+    jobs = state_changes.claim(conn, "w", ["t1"], [30.0], n)
+    state_changes.ack_batch(conn, "w", [state_changes.Outcome(j.id, j.queue, j.attempts,
+                                                              OutcomeStatus.OK) for j in jobs])
     conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's counts, at its next transaction's end
     conn.execute("SELECT 1")
     wait_for(lambda: scalar(conn, DEAD) >= n, message=f"{n} dead rows in pg_stat_user_tables")
@@ -183,8 +184,8 @@ def test_no_vacuum_truncates_the_hot_tables(conn):
 
 @pytest.mark.parametrize("raw", ["-1", "lots", "1.5"])
 def test_a_bad_dead_rows_setting_is_refused_with_its_name(raw):
-    from skiplock.core.config import load_settings
     from skiplock.core.errors import ConfigError
+    from skiplock.core.plumbing.config import load_settings
 
     with pytest.raises(ConfigError, match="SKIPLOCK_VACUUM_DEAD_ROWS"):
         load_settings({"SKIPLOCK_VACUUM_DEAD_ROWS": raw})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 
 import skiplock
-from skiplock.core import core
+from skiplock.core import state_changes
 
 
 def test_the_ack_that_releases_a_dependent_reads_only_its_edges(db_url: str) -> None:
@@ -24,14 +24,15 @@ def test_the_ack_that_releases_a_dependent_reads_only_its_edges(db_url: str) -> 
                                           for _ in range(3)], conn=conn)
         conn.execute("ANALYZE jobs")
         conn.execute("ANALYZE job_deps")
-        [job] = core.claim(conn, "plans:1:w", ["plan_parent"], [30.0], 1)
+        [job] = state_changes.claim(conn, "plans:1:w", ["plan_parent"], [30.0], 1)
         plans: list[str] = []
         conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
         conn.execute("LOAD 'auto_explain'")
         for setting in ("auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
                         "auto_explain.log_level = notice", "client_min_messages = notice"):
             conn.execute(f"SET {setting}")
-        assert core.ack_batch(conn, "plans:1:w", [core.Outcome(job.id, job.queue, job.attempts, "ok")]) == {parent}
+        assert state_changes.ack_batch(conn, "plans:1:w", [state_changes.Outcome(job.id, job.queue, job.attempts,
+                                                                                 "ok")]) == {parent}
         conn.execute("RESET ALL")
         nested = [p for p in plans if "job_deps" in p]
         assert nested, plans  # the settle function's statements were explained

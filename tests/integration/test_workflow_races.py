@@ -17,14 +17,14 @@ from pathlib import Path
 import psycopg
 
 import skiplock
-from skiplock.core import core
+from skiplock.core import state_changes
 from tests.support.helpers import scalar, wait_for
 
 WORKER = "race-host:1:w"
 
 
-def _claim_one(conn: psycopg.Connection, queue: str) -> core.ClaimedJob:
-    [job] = core.claim(conn, WORKER, [queue], [30.0], 1)
+def _claim_one(conn: psycopg.Connection, queue: str) -> state_changes.ClaimedJob:
+    [job] = state_changes.claim(conn, WORKER, [queue], [30.0], 1)
     return job
 
 
@@ -35,7 +35,8 @@ def test_child_enqueued_while_its_parent_is_acked_is_released_at_its_commit(db_u
     with psycopg.connect(db_url) as producer:
         child = skiplock.enqueue("race_child", {}, depends_on=[parent], conn=producer)  # not committed
         # the parent's ack commits now: it cannot see the uncommitted edge
-        assert core.ack_batch(conn, WORKER, [core.Outcome(job.id, job.queue, job.attempts, "ok")]) == {parent}
+        assert state_changes.ack_batch(conn, WORKER, [state_changes.Outcome(job.id, job.queue, job.attempts,
+                                                                            "ok")]) == {parent}
         assert scalar(conn, "SELECT count(*) FROM jobs WHERE id = %s", (child,)) == 0  # invisible yet
         producer.commit()  # the commit-time check finds the parent gone (succeeded) and releases the child
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (child,)) == "queued"
@@ -54,7 +55,8 @@ def test_an_ack_during_the_childs_commit_check_waits_for_it_and_then_releases(db
 
         def ack() -> None:
             with psycopg.connect(db_url, autocommit=True) as worker_conn:
-                acked.append(core.ack_batch(worker_conn, WORKER, [core.Outcome(job.id, job.queue, job.attempts, "ok")]))
+                acked.append(state_changes.ack_batch(worker_conn, WORKER, [state_changes.Outcome(job.id, job.queue,
+                                                                                                 job.attempts, "ok")]))
 
         acker = threading.Thread(target=ack)
         acker.start()

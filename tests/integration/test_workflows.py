@@ -1,4 +1,4 @@
-"""Workflows through the public API, run by skiplock.testing.drain (the worker's own claim and ack).
+"""Workflows through the public API, run by skiplock.tools.testing.drain (the worker's own claim and ack).
 
 Dependencies, the dependency-failure policies, retry of a dead parent, batches and their callbacks,
 results, status and the transactional guarantees (a rollback leaves nothing). Multi-process and
@@ -11,8 +11,10 @@ import psycopg
 import pytest
 
 import skiplock
-from skiplock import EnqueueError, JobFailed, ResultNotReady, testing
-from skiplock.core import core, workflow_ops
+from skiplock import EnqueueError, JobFailed, ResultNotReady
+from skiplock.core import state_changes
+from skiplock.core.workflows import workflow_ops
+from skiplock.tools import testing
 from tests.support import workflow_handlers  # registers the wf_* handlers; its LOG_TABLE is used
 from tests.support.helpers import scalar
 
@@ -126,7 +128,7 @@ def test_retrying_a_dead_parent_releases_the_dependents_that_ended_with_it(conn:
     assert (_state(conn, flaky), _state(conn, child), _state(conn, grandchild)) == ("dead", "dead", "dead")
 
     # retrying a casualty alone does nothing useful, and says why
-    assert core.retry_finished(conn, [child]) == [child]
+    assert state_changes.retry_finished(conn, [child]) == [child]
     assert _state(conn, child) == "dead"
     assert "retry it instead" in scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (child,))
 
@@ -145,7 +147,7 @@ def test_cancelling_a_job_cancels_its_dependents_and_the_rest_of_the_workflow(co
     a = skiplock.enqueue("wf_line", {"n": 2}, depends_on=[root])
     b = skiplock.enqueue("wf_summary", {}, depends_on=[a])
     other = skiplock.enqueue("wf_line", {"n": 3}, depends_on=[root])
-    assert core.cancel_queued(conn, [a], "ops") == [a]
+    assert state_changes.cancel_queued(conn, [a], "ops") == [a]
     assert (_state(conn, a), _state(conn, b)) == ("failed", "failed")
     assert scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", (b,)).startswith(f"dependency {a} cancelled")
     assert _state(conn, other) == "waiting"
@@ -198,7 +200,7 @@ def test_a_finished_batch_takes_no_members_and_an_open_one_does(conn: psycopg.Co
 def test_purge_leaves_a_tombstone_that_wait_and_late_dependents_read(conn: psycopg.Connection) -> None:
     bad = skiplock.enqueue("wf_boom", {"n": 1})
     testing.drain()
-    assert core.purge_finished(conn, [bad]) == [bad]
+    assert state_changes.purge_finished(conn, [bad]) == [bad]
     with pytest.raises(JobFailed, match="dead"):
         skiplock.result(bad)
     late = skiplock.enqueue("wf_summary", {}, depends_on=[bad])
@@ -223,7 +225,7 @@ def test_wait_returns_the_result_or_raises_the_final_state(db_url: str, conn: ps
 
 def test_a_job_finished_outside_skiplock_is_found_by_the_sweeper(conn: psycopg.Connection) -> None:
     """The case the normal path cannot see: a parent finished by a hand-written UPDATE."""
-    from skiplock.core.workflow_repair import find, repair
+    from skiplock.core.workflows.workflow_repair import find, repair
     from skiplock.monitor.doctor import check_workflows
 
     parent = skiplock.enqueue("wf_line", {"n": 4})
@@ -247,7 +249,7 @@ def test_the_sweeper_calls_back_a_batch_whose_last_member_was_deleted_by_hand(co
     with skiplock.batch(on_complete=("wf_callback", {})) as batch:
         member = batch.enqueue("wf_line", {"n": 1})
     conn.execute("DELETE FROM jobs WHERE id = %s", (member,))  # outside skiplock: no settle
-    from skiplock.core.workflow_repair import repair
+    from skiplock.core.workflows.workflow_repair import repair
 
     sweep = repair(conn, grace=0)
     assert sweep.recounted_batches == [batch.id]

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from skiplock import task
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 
 _in_flight = 0
 _record_file: Any = None

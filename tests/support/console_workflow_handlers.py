@@ -32,15 +32,15 @@ def fail(payload: dict, job: Any) -> None:
 
 @task("wfc_progress")
 def progress(payload: dict, job: Any) -> str:
-    from skiplock.core import core
-    from skiplock.core import progress as board
+    from skiplock.core import state_changes
+    from skiplock.core.features import progress as board
 
     job.progress(0.4, "row 40 of 100 <b>")
     client = CONSOLE["client"]
     import psycopg
 
     with psycopg.connect(CONSOLE["url"], autocommit=True) as conn:
-        core.write_progress(conn, job.worker_id, board.take())  # the heartbeat's write
+        state_changes.write_progress(conn, job.worker_id, board.take())  # the heartbeat's write
     for path in CONSOLE["pages"]:
         SEEN[path] = client.get(path).get_data(as_text=True)
     return "done"

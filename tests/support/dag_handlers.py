@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from skiplock import task
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 from tests.support.helpers import thread_connection
 
 _local = threading.local()

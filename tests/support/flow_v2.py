@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skiplock import task
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 from tests.support.flow_handlers import record, v1_to_v2
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from skiplock import Discard, PermanentFailure, RetryAfter, task
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 
 _local = threading.local()
 

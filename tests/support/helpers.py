@@ -69,7 +69,7 @@ def worker_pool_settings(conn, pool: str, query: str) -> tuple[Any, ...] | None:
     `pool` (`claim_pool`, `rows_pool`): the session settings a real worker's connection carries."""
     import threading
 
-    from skiplock.core.config import load_settings
+    from skiplock.core.plumbing.config import load_settings
     from skiplock.core.registry import Registry, Task
     from skiplock.runtime.runner import Worker
 

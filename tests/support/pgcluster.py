@@ -119,7 +119,7 @@ class ThrowawayCluster:
 
     def migrated_database(self, name: str, extra_sql: str | None = None) -> str:
         """Create database `name` on this cluster, apply skiplock's migrations (and `extra_sql`); return its URL."""
-        from skiplock.core.migrate import apply_migrations
+        from skiplock.core.plumbing.migrate import apply_migrations
 
         with psycopg.connect(self.url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')

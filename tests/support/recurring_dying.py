@@ -4,7 +4,7 @@ and its handler raises PermanentFailure, so each run ends dead at once (issue 36
 from typing import Any
 
 from skiplock import PermanentFailure, task
-from skiplock.recurring_defs import recurring
+from skiplock.services.recurring_defs import recurring
 
 
 @task("rdie")

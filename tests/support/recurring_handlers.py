@@ -5,7 +5,7 @@ one test_effects row (tests.support.handlers.behave), so tests count runs per sl
 """
 
 from skiplock import task
-from skiplock.recurring_defs import recurring
+from skiplock.services.recurring_defs import recurring
 from tests.support.handlers import behave
 
 task("rtick")(behave)

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from skiplock import JobOwnershipLost, task
-from skiplock.core.registry import JobContext
+from skiplock.core.job_context import JobContext
 from tests.support.helpers import thread_connection
 
 _local = threading.local()

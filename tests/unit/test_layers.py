@@ -15,16 +15,14 @@ SOURCES = {"skiplock": ROOT / "worker", "skiplock.webapp": ROOT / "webapp"}
 # The layers, lowest first: a module may import modules of its own layer and of the layers before it.
 # A layer is a sub-package of skiplock (the console is skiplock.webapp).
 LAYERS = ["core", "monitor", "services", "runtime", "webapp", "tools"]
-# The package's top-level modules are the ones the README has users import (skiplock, skiplock.testing,
-# skiplock.hooks, ...): they stay there, and each belongs to the layer its code is part of.
+# The package's top-level modules: `skiplock` itself, `python -m skiplock`, and the public import paths of
+# docs/reference/api.md, each a re-export of the module in its layer (issue 37), on the layer it re-exports.
 TOP_LEVEL = {
-    "skiplock.adapters": "core",
-    "skiplock.typed": "core",
+    "skiplock": "tools",
+    "skiplock.__main__": "tools",
     "skiplock.hooks": "core",
     "skiplock.producer_async": "core",
     "skiplock.recurring_defs": "services",
-    "skiplock": "tools",
-    "skiplock.__main__": "tools",
     "skiplock.testing": "tools",
 }
 
@@ -90,6 +88,17 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
     assert layer_violations(graph) == []  # type-only imports (`if TYPE_CHECKING:`) count too
 
 
+def test_the_top_level_holds_only_the_package_and_its_public_re_exports() -> None:
+    """Every other module sits in the folder of its layer (issue 37); a re-export is a few lines."""
+    modules = package_modules()
+    top = sorted(m for m in modules if m.count(".") <= 1 and not m.startswith("skiplock.webapp")
+                 and m.split(".")[-1] not in LAYERS)
+    assert top == sorted(TOP_LEVEL), top
+    for name in ("skiplock.hooks", "skiplock.producer_async", "skiplock.recurring_defs", "skiplock.testing"):
+        tree = ast.parse(modules[name].read_text())
+        assert all(isinstance(node, ast.Expr | ast.ImportFrom | ast.Assign) for node in tree.body), name
+
+
 def test_the_worker_parts_do_not_import_the_wiring_or_each_other_but_downward() -> None:
     """runtime/runner.py wires the claimer, the executor and the shutdown; the shutdown ends the
     executor's handlers; the claimer and the executor know neither each other nor the wiring."""
@@ -132,23 +141,43 @@ def import_loops(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     """The command line's sub-commands register in tools/commands.py (cli -> dev -> web_cli -> cli), the
-    core's records live in core/records.py (core <-> attempts, snooze), and the recurring store reads a
-    Protocol of a definition (recurring_defs <-> services/recurring_store): none is in a loop."""
+    core's records live in core/records.py (core <-> attempts, snooze), the recurring store reads a
+    Protocol of a definition (recurring_defs <-> services/recurring_store), and the task table no longer
+    imports @task's handle or the handler's JobContext (producer -> registry -> typed -> producer_async ->
+    producer): none is in a loop."""
     assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     loops = import_loops(import_graph(package_modules()))
-    freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.core",
-             "skiplock.core.attempts", "skiplock.core.snooze", "skiplock.recurring_defs",
-             "skiplock.services.recurring_store"}
+    freed = {"skiplock.tools.cli", "skiplock.tools.dev", "skiplock.tools.web_cli", "skiplock.core.state_changes",
+             "skiplock.core.features.attempts", "skiplock.core.features.snooze", "skiplock.services.recurring_defs",
+             "skiplock.services.recurring_store", "skiplock.core.registry", "skiplock.core.typed",
+             "skiplock.core.workflows.results", "skiplock.core.job_context", "skiplock.core.task_decorator"}
     assert [loop for loop in loops if freed & set(loop)] == [], loops
 
 
+def test_the_core_plumbing_knows_no_feature_and_no_transition() -> None:
+    """core/plumbing/ (config, connections, migrations, logs, tracing) sits under the rest of the core: it
+    imports only itself, the errors and the state names (issue 37's division of core/)."""
+    graph = import_graph(package_modules())
+    allowed = {"skiplock.core.errors", "skiplock.core.status"}
+    plumbing = {m for m in graph if m.startswith("skiplock.core.plumbing")}
+    assert len(plumbing) >= 9
+    assert {m: sorted(t - plumbing - allowed) for m in plumbing if (t := graph[m]) - plumbing - allowed} == {}
+
+
+def test_the_task_table_imports_nothing_above_it() -> None:
+    """The producer reads the task table (core/registry.py), so the table imports only the errors: `@task`
+    (core/task_decorator.py) and a handler's `job` (core/job_context.py) sit above it (issue 37)."""
+    graph = import_graph(package_modules())
+    assert graph["skiplock.core.registry"] == {"skiplock.core.errors"}
+
+
 def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
-    fake = {"skiplock.core.core.queries": {"skiplock.runtime.runner", "skiplock.core.core.status"},
-            "skiplock.runtime.runner": {"skiplock.core.core.queries"},
+    fake = {"skiplock.core.state_changes.queries": {"skiplock.runtime.runner", "skiplock.core.state_changes.status"},
+            "skiplock.runtime.runner": {"skiplock.core.state_changes.queries"},
             "skiplock.webapp.jobs": {"skiplock.tools.cli", "skiplock.monitor.why"},
             "skiplock.extras.thing": set()}
     assert layer_violations(fake) == [
-        "skiplock.core.core.queries (core) imports skiplock.runtime.runner (runtime)",
+        "skiplock.core.state_changes.queries (core) imports skiplock.runtime.runner (runtime)",
         "skiplock.extras.thing is on no layer",
         "skiplock.webapp.jobs (webapp) imports skiplock.tools.cli (tools)",
     ]
@@ -173,16 +202,13 @@ def test_the_console_does_not_import_the_command_line() -> None:
 
 
 def test_only_the_queue_core_writes_jobs() -> None:
-    """One database boundary: the statements a running system writes `jobs` with live in the core's query
-    modules; the console, the CLI, the benchmark and the runtime call the core's functions (issue 18).
-    The benchmarks' bulk seeding (rows no running system makes) is the benchmark tools' (issue 37)."""
+    """One database boundary: the statements a running system writes `jobs` with live in core/statements.py,
+    the core's features' too; the console, the CLI, the benchmark and the runtime call the core's functions
+    (issue 18). The benchmarks' bulk seeding (rows no running system makes) is the benchmark tools' (issue 37)."""
     import re
 
     root = ROOT
     writes = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+jobs\b", re.I)
     writers = {str(p.relative_to(root)) for folder in ("worker", "webapp") for p in (root / folder).rglob("*.py")
                if writes.search(p.read_text())}
-    # queries.py holds the core's statements; the others are core modules with one statement family each
-    assert writers == {"worker/core/queries.py", "worker/core/attempts.py", "worker/core/cancel.py",
-                       "worker/core/snooze.py", "worker/core/handoff.py", "worker/core/payload_edit.py",
-                       "worker/tools/bench_seed.py"}, writers
+    assert writers == {"worker/core/statements.py", "worker/tools/bench_seed.py"}, writers

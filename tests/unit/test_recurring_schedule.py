@@ -8,7 +8,7 @@ import pytest
 
 from skiplock import ConfigError, task
 from skiplock.core.registry import REGISTRY
-from skiplock.recurring_defs import DEFINITIONS, define, recurring
+from skiplock.services.recurring_defs import DEFINITIONS, define, recurring
 from skiplock.services.schedule import (
     IntervalSchedule,
     build_schedule,

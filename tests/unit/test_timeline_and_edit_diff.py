@@ -7,7 +7,7 @@ import doctest
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from skiplock.core import payload_edit
+from skiplock.core.features import payload_edit
 from skiplock.webapp import timeline
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,7 +10,8 @@ import pytest
 from skiplock.core import backoff
 from skiplock.core.backoff import backoff_seconds
 from skiplock.core.errors import ConfigError, RetryAfter
-from skiplock.core.registry import Registry, Task, task
+from skiplock.core.registry import Registry, Task
+from skiplock.core.task_decorator import task
 from skiplock.runtime.runner import format_error
 
 

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from skiplock import enqueue
-from skiplock.core import core
-from skiplock.core.config import load_settings
-from skiplock.core.db import make_pool
+from skiplock.core import state_changes
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import make_pool
 from skiplock.core.registry import Registry, Task
 from skiplock.runtime.claimer import claims_commit_async
 from skiplock.runtime.runner import Worker
@@ -40,7 +40,7 @@ def worker(db_url: str) -> Iterator[Worker]:
     built.ran = ran  # type: ignore[attr-defined]
     built.pool = make_pool(db_url, "skiplock-test-parts", size=2, open_wait=True)
     built.claim_pool = make_pool(db_url, "skiplock-test-parts", size=1, configure=claims_commit_async, open_wait=True)
-    built.rows_pool = make_pool(db_url, "skiplock-test-parts", size=1, configure=core.row_writes_session,
+    built.rows_pool = make_pool(db_url, "skiplock-test-parts", size=1, configure=state_changes.row_writes_session,
                                 open_wait=True)
     try:
         yield built

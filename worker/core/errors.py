@@ -74,7 +74,7 @@ class Snooze(HandlerSignal):
 
 class Cancelled(HandlerSignal):
     """Raised by `job.check_cancelled()` once a cancel was requested; the job ends failed
-    "cancelled by <who>" (worker/core/cancel.py), whatever a handler does with it."""
+    "cancelled by <who>" (worker/core/features/cancel.py), whatever a handler does with it."""
 
 
 class Discard(HandlerSignal):

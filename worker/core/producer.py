@@ -18,12 +18,13 @@ from typing import Any, NamedTuple, overload
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock import adapters
-from skiplock.core import links, queries, task_defaults, tracing
-from skiplock.core.config import Settings, load_settings
-from skiplock.core.db import make_pool
+from skiplock.core import statements, task_defaults
 from skiplock.core.errors import EnqueueError
+from skiplock.core.plumbing import adapters, tracing
+from skiplock.core.plumbing.config import Settings, load_settings
+from skiplock.core.plumbing.db import make_pool
 from skiplock.core.registry import REGISTRY
+from skiplock.core.workflows import links
 
 MAX_QUEUE_NAME = 128
 MAX_DELAY_SECONDS = 100 * 365 * 86400  # a delay past this is a mistake, not a schedule
@@ -338,7 +339,7 @@ def enqueue(
     With `conn`, the INSERT joins that connection's current transaction (commit or roll back
     with your business write): a psycopg 3 or psycopg2 connection, an SQLAlchemy Connection,
     Session or scoped_session (Flask-SQLAlchemy's db.session), or a Django connection (see
-    skiplock.adapters). Without it, a pooled autocommit
+    skiplock.core.plumbing.adapters). Without it, a pooled autocommit
     connection is used.
     """
     raw = None if conn is None else adapters.sync_connection(conn)
@@ -365,8 +366,8 @@ def enqueue(
 def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None, on_conflict: str = "ignore",
                        **options: Any) -> tuple[str, dict[str, Any]]:
     """Validate one job and return the INSERT that enqueues it, with its parameters."""
-    if on_conflict not in queries.ON_CONFLICT:
-        raise EnqueueError(f"on_conflict must be one of {', '.join(queries.ON_CONFLICT)}, got {on_conflict!r}")
+    if on_conflict not in statements.ON_CONFLICT:
+        raise EnqueueError(f"on_conflict must be one of {', '.join(statements.ON_CONFLICT)}, got {on_conflict!r}")
     settings = producer_settings()
     spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
                       default_max_attempts=_default_attempts(queue, settings), **options)
@@ -380,12 +381,12 @@ def _one_job_statement(queue: str, payload: Any, trace_context: str | None = Non
         params["unique_key"] = spec.unique_key
     if trace_context is not None:  # OpenTelemetry: the enqueuing span's context travels with the row
         params["trace_context"] = trace_context
-        return queries.enqueue_statement(unique=unique, on_conflict=on_conflict, traced=True), params
+        return statements.enqueue_statement(unique=unique, on_conflict=on_conflict, traced=True), params
     if not unique:
-        return queries.ENQUEUE_PLAIN, params
+        return statements.ENQUEUE_PLAIN, params
     if on_conflict == "ignore":
-        return queries.ENQUEUE, params
-    return queries.enqueue_statement(unique=True, on_conflict=on_conflict), params
+        return statements.ENQUEUE, params
+    return statements.enqueue_statement(unique=True, on_conflict=on_conflict), params
 
 
 def enqueue_many(
@@ -423,7 +424,7 @@ def enqueue_many(
             return _copy_specs(raw, specs)
         with default_pool().connection() as pooled:
             return _copy_specs(pooled, specs)
-    rows = _execute(raw, queries.ENQUEUE_MANY, _many_params(specs))
+    rows = _execute(raw, statements.ENQUEUE_MANY, _many_params(specs))
     return [row[0] for row in rows]
 
 
@@ -568,9 +569,9 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
     statement-level NOTIFY trigger fires for COPY as for INSERT.
     """
     with adapters.tuple_cursor(conn) as cur:
-        reserved = cur.execute(queries.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
+        reserved = cur.execute(statements.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
         ids: list[int] = reserved[0] if reserved else []
-        with cur.copy(queries.COPY_JOBS) as copy:
+        with cur.copy(statements.COPY_JOBS) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
                 copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts,
                                 spec.version))

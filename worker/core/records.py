@@ -1,8 +1,9 @@
 """The two records the queue core hands out and takes back: a claimed job, and a run's outcome.
 
-Their own module, below core/core.py and the feature modules that write outcomes (attempts.py,
-snooze.py), which core.py imports: those need the types without importing core.py back.
-core.ClaimedJob and core.Outcome remain the names callers use.
+Their own module, below core/state_changes.py and the feature modules that write outcomes
+(features/attempts.py, features/snooze.py), which state_changes.py imports: those need the types without
+importing state_changes.py back.
+state_changes.ClaimedJob and state_changes.Outcome remain the names callers use.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class ClaimedJob(NamedTuple):
     payload: Any
     attempts: int
     max_attempts: int
-    version: int | None = None  # the payload's version (worker/core/versions.py upgrades older ones)
+    version: int | None = None  # the payload's version (worker/core/features/versions.py upgrades older ones)
     tenant: str | None = None  # the tenant it was enqueued for (the worker's round-robin cursor)
     # Claimed only with `with_context` (a handler's JobContext needs them); None otherwise.
     priority: int | None = None

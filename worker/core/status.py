@@ -44,7 +44,7 @@ LIVE_WORKER_SECONDS = 30.0
 
 
 class OutcomeStatus(StrEnum):
-    """What a run's result does to its job (core.Outcome.status); the ack statement takes these values."""
+    """What a run's result does to its job (state_changes.Outcome.status); the ack statement takes these values."""
 
     OK = "ok"  # succeeded: deleted, kept or moved, per the HistoryMode
     RETRY = "queued"  # failed with attempts left: queued again after its backoff

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from skiplock.core import cancel, core
+from skiplock.core import state_changes
+from skiplock.core.features import cancel
 from skiplock.core.status import JobStatus
 
 READY, SCHEDULED = "ready", "scheduled"  # the two situations of a queued job
@@ -48,7 +49,7 @@ class Transition:
 
 
 def _release(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
-    return [job_id for job_id, _queue, _status in core.release_running(conn, ids, actor)]
+    return [job_id for job_id, _queue, _status in state_changes.release_running(conn, ids, actor)]
 
 
 _FINISHED_BADLY = frozenset({JobStatus.DEAD.value, JobStatus.FAILED.value})
@@ -56,20 +57,20 @@ _RUNNING = frozenset({JobStatus.RUNNING.value})
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition("retry", "Retry", _FINISHED_BADLY, READY, "retried", "it is not dead or failed",
-               False, lambda conn, ids, actor: core.retry_finished(conn, ids)),
+               False, lambda conn, ids, actor: state_changes.retry_finished(conn, ids)),
     Transition("run-now", "Run now", frozenset({SCHEDULED}), READY, "made ready now",
-               "it is not a scheduled queued job", False, lambda conn, ids, actor: core.run_now(conn, ids)),
+               "it is not a scheduled queued job", False, lambda conn, ids, actor: state_changes.run_now(conn, ids)),
     # a waiting job (it has parents) is cancelled the same way; its dependents are cancelled with it
     Transition("cancel", "Cancel", frozenset({READY, SCHEDULED, JobStatus.WAITING.value}), JobStatus.FAILED.value,
                "cancelled",
-               "it is not queued", True, core.cancel_queued),
+               "it is not queued", True, state_changes.cancel_queued),
     Transition("purge", "Purge", _FINISHED_BADLY, DELETED, "purged", "it is not dead or failed",
-               True, lambda conn, ids, actor: core.purge_finished(conn, ids)),
+               True, lambda conn, ids, actor: state_changes.purge_finished(conn, ids)),
     # back to ready at once, or dead when it was the last attempt; the handler itself is not stopped
     # (cancel-running asks a running handler to stop)
     Transition("release", "Release", _RUNNING, READY, "released", "it is not running",
                True, _release),
-    # a request the handler sees at its worker's next heartbeat (skiplock.core.cancel): the job is
+    # a request the handler sees at its worker's next heartbeat (skiplock.core.features.cancel): the job is
     # still running now, and ends failed "cancelled by <who>" when its handler returns. Its URL,
     # /jobs/<id>/cancel-running, is served by webapp/cancel.py, which answers with what happened.
     Transition("cancel-running", "Cancel", _RUNNING, JobStatus.RUNNING.value,

@@ -14,8 +14,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import queries
-from skiplock.core.config import Settings, load_settings
+from skiplock.core import statements
+from skiplock.core.plumbing.config import Settings, load_settings
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor import why
 from skiplock.monitor.metrics import QUEUES_WITH_STATUS, sum_histograms
@@ -63,7 +63,7 @@ def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def _claim_plan(conn: psycopg.Connection, queues: list[str], limit: int) -> list[dict[str, Any]]:
     params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor",
               "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "limited": []}
-    row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.CLAIM, params).fetchone()
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + statements.CLAIM, params).fetchone()
     assert row is not None
     return [n for n in _plan_nodes(row[0][0]["Plan"]) if n.get("Relation Name") == "jobs"]
 
@@ -394,7 +394,7 @@ def check_versions(conn: psycopg.Connection, settings: Settings) -> Check:
 def check_workflows(conn: psycopg.Connection, settings: Settings, grace: float | None = None) -> Check:
     """Waiting jobs whose parents are all final, and finished batches with no callback: the workflow
     sweeper (services/workflow_sweeper.py) repairs them; here they are only reported."""
-    from skiplock.core import workflow_repair
+    from skiplock.core.workflows import workflow_repair
 
     name = "workflows"
     found = workflow_repair.find(conn, workflow_repair.GRACE_SECONDS if grace is None else grace)

@@ -297,7 +297,7 @@ class SkiplockCollector(Collector):
         yield from (desired, arrival)
 
     def _limit_metrics(self, conn: psycopg.Connection) -> Iterator[Metric]:
-        from skiplock.core.limits import list_limits
+        from skiplock.core.features.limits import list_limits
 
         yield from _limit_gauges(list_limits(conn))
 
@@ -320,7 +320,7 @@ class SkiplockCollector(Collector):
 
 
 def _limit_gauges(rows: Iterable[Any]) -> Iterator[Metric]:
-    """Global per-queue limits (worker/core/limits.py): set values, with the running count beside them."""
+    """Global per-queue limits (worker/core/features/limits.py): set values, with the running count beside them."""
     conc = GaugeMetricFamily("skiplock_queue_concurrency_limit", "Most jobs of the queue running at once, "
                              "all workers together (absent: unlimited)", labels=["queue"])
     rate = GaugeMetricFamily("skiplock_queue_rate_limit", "Most jobs of the queue started per second "
@@ -341,7 +341,7 @@ def connection_from_url(url: str) -> Callable[[], ContextManager[psycopg.Connect
 
     @contextlib.contextmanager
     def connect() -> Iterator[psycopg.Connection]:
-        from skiplock.core.db import connect as db_connect
+        from skiplock.core.plumbing.db import connect as db_connect
 
         with db_connect(url, "skiplock-metrics") as conn:
             yield conn

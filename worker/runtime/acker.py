@@ -1,7 +1,7 @@
 """The acker: finished jobs' outcomes written in batches, each batch one fenced statement.
 
 Handler threads `put` each outcome. A pass (`run_once`) gathers for up to one ack interval, or
-less once a whole batch is waiting, then writes the batch with core.ack_batch, fenced on this
+less once a whole batch is waiting, then writes the batch with state_changes.ack_batch, fenced on this
 worker and run. On a lost connection it keeps the batch and the next pass writes it again, so
 finished work is never forgotten; a result whose lease was lost meanwhile is dropped and counted
 as stale. The worker runs `run()` on a thread of its own; tests call `run_once()`.
@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import core
-from skiplock.core.db import describe_db_error, is_connection_error
+from skiplock.core import state_changes
+from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.core.status import HistoryMode, OutcomeStatus
 from skiplock.runtime.latency import LatencyRecorder
 from skiplock.runtime.ledger import Counters, HeldJobs
@@ -38,7 +38,7 @@ class Acker:
     def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
                  held: HeldJobs, row_writes: threading.Lock, counters: Counters, latency: LatencyRecorder, *,
                  batch: int, interval: float, history: HistoryMode | str,
-                 on_written: Callable[[list[core.Outcome], bool], None] | None = None) -> None:
+                 on_written: Callable[[list[state_changes.Outcome], bool], None] | None = None) -> None:
         self._connect = connect
         self.worker_id = worker_id
         self.held = held
@@ -52,12 +52,12 @@ class Acker:
         # told of each written batch, and whether it ended a lock-keyed job (the worker: limited queues'
         # slots are free, a key's next job may be claimable)
         self.on_written = on_written
-        self._outcomes: queue.SimpleQueue[core.Outcome] = queue.SimpleQueue()
+        self._outcomes: queue.SimpleQueue[state_changes.Outcome] = queue.SimpleQueue()
         self._full = threading.Event()  # a whole batch is waiting: write before the interval ends
         self._holding = 0  # outcomes a pass has taken and is gathering a batch around
-        self._pending: list[core.Outcome] = []  # taken, not yet written (kept while the database is away)
+        self._pending: list[state_changes.Outcome] = []  # taken, not yet written (kept while the database is away)
 
-    def put(self, outcome: core.Outcome) -> None:
+    def put(self, outcome: state_changes.Outcome) -> None:
         """A finished run's outcome, to be written with the next batch."""
         self._outcomes.put(outcome)
         self.check_full()
@@ -119,11 +119,12 @@ class Acker:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
-    def _flush(self, outcomes: list[core.Outcome]) -> bool:
+    def _flush(self, outcomes: list[state_changes.Outcome]) -> bool:
         try:
             started = time.perf_counter()
             with self._row_writes, self._connect() as conn:
-                written, keys_freed = core.ack_batch_with_keys(conn, self.worker_id, outcomes, history=self.history)
+                written, keys_freed = state_changes.ack_batch_with_keys(conn, self.worker_id, outcomes,
+                                                                        history=self.history)
                 # forget the ids before a heartbeat can run: it would otherwise find the rows gone
                 # and report leases lost for jobs that were just acked
                 self.held.acked([outcome.job_id for outcome in outcomes])

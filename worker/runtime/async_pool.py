@@ -20,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from skiplock.core.core import ClaimedJob
+from skiplock.core.state_changes import ClaimedJob
 
 log = logging.getLogger("skiplock.worker")
 T = TypeVar("T")
@@ -80,7 +80,7 @@ class AsyncHandlerLoop:
         return self._call(take(), timeout, default=[])
 
     def cancel_job(self, job_id: int) -> None:
-        """Cancel one running handler (an operator asked: worker/core/cancel.py); from any thread."""
+        """Cancel one running handler (an operator asked: worker/core/features/cancel.py); from any thread."""
 
         def cancel() -> None:
             task = self._running.get(job_id)

@@ -18,11 +18,13 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import core, handoff, tracing
-from skiplock.core.config import Settings
-from skiplock.core.db import describe_db_error, is_connection_error, prepared_statements, session_defaults
-from skiplock.core.deadline import WATCHDOG
-from skiplock.core.waiting import Waiting
+from skiplock.core import state_changes
+from skiplock.core.features import handoff
+from skiplock.core.features.waiting import Waiting
+from skiplock.core.plumbing import tracing
+from skiplock.core.plumbing.config import Settings
+from skiplock.core.plumbing.db import describe_db_error, is_connection_error, prepared_statements, session_defaults
+from skiplock.core.plumbing.deadline import WATCHDOG
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.lanes import ASYNC, Lane
 from skiplock.runtime.latency import LatencyRecorder
@@ -51,7 +53,7 @@ ARRIVALS_LINGER_SECONDS = 0.005
 # make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
 WOKEN_BY_FINISH_SECONDS = 0.005
 
-StartJobs = Callable[[Lane, list[core.ClaimedJob]], None]
+StartJobs = Callable[[Lane, list[state_changes.ClaimedJob]], None]
 
 
 class Claimer:
@@ -80,7 +82,7 @@ class Claimer:
         self._rows_connection = rows_connection
         self._row_writes = row_writes  # acks, heartbeats and releases one at a time (see Worker)
         self._release = release  # back to their queues, the run not counted (worker/runtime/shutdown.py)
-        # Claim the JobContext columns only when some handler declares `job` (see core.claim).
+        # Claim the JobContext columns only when some handler declares `job` (see state_changes.claim).
         self._wants_context = wants_context
         self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
         self._claim_backoff = 0.1
@@ -152,7 +154,7 @@ class Claimer:
             busy = [lane for lane in self.lanes if lane.held > 0]
         return any(lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS) for lane in busy)
 
-    def _claim_or_back_off(self, lane: Lane, want: int) -> list[core.ClaimedJob] | None:
+    def _claim_or_back_off(self, lane: Lane, want: int) -> list[state_changes.ClaimedJob] | None:
         """Claim for `lane`; on a lost database, wait with a growing back-off and return None."""
         try:
             jobs = self.claim(lane, want)
@@ -174,13 +176,14 @@ class Claimer:
             return contextlib.nullcontext(notify_conn)
         return self._claim_pool_connection()
 
-    def claim(self, lane: Lane, limit: int, notify_conn: psycopg.Connection | None = None) -> list[core.ClaimedJob]:
+    def claim(self, lane: Lane, limit: int,
+              notify_conn: psycopg.Connection | None = None) -> list[state_changes.ClaimedJob]:
         """Claim up to `limit` jobs for `lane` on the claim loop's connection (or the listener's)."""
         started = time.perf_counter()
         with self._claim_connection(notify_conn) as conn:
-            jobs = core.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
-                              with_context=self._wants_context,
-                              **self.flow.claim_options(conn, lane.queues, refresh=notify_conn is None))
+            jobs = state_changes.claim(conn, self.worker_id, lane.queues, lane.leases, limit, payload_as_text=True,
+                                       with_context=self._wants_context,
+                                       **self.flow.claim_options(conn, lane.queues, refresh=notify_conn is None))
             self.flow.observe(jobs)
             tracing.remember_contexts(conn, [j.id for j in jobs])  # a no-op without OpenTelemetry
         elapsed = time.perf_counter() - started
@@ -300,9 +303,9 @@ class Claimer:
 
 def claims_commit_async(conn: Any) -> None:
     """The claim connection's settings: its commits do not wait for the WAL flush (see Worker.run),
-    and the claim's own plan settings (core.claim_session)."""
+    and the claim's own plan settings (state_changes.claim_session)."""
     conn.execute("SET synchronous_commit = off")
-    core.claim_session(conn)
+    state_changes.claim_session(conn)
 
 
 def listener_session(conn: Any) -> None:

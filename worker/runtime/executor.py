@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from skiplock import hooks
-from skiplock.core import cancel, core, tracing
-from skiplock.core.config import Settings
-from skiplock.core.error_summary import headline
-from skiplock.core.registry import JobContext, Task
-from skiplock.core.run_times import RunTimeRecorder
+from skiplock.core import state_changes
+from skiplock.core.features import cancel, hooks
+from skiplock.core.features.error_summary import headline
+from skiplock.core.features.run_times import RunTimeRecorder
+from skiplock.core.job_context import JobContext
+from skiplock.core.plumbing import tracing
+from skiplock.core.plumbing.config import Settings
+from skiplock.core.registry import Task
 from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
@@ -101,7 +103,7 @@ class Executor:
         self.run_times: RunTimeRecorder | None = None  # per-queue run times (the Worker sets it)
         # Handler threads take jobs from a SimpleQueue: a put/get costs ~3 us of CPU per job,
         # a ThreadPoolExecutor submit (Future, locks, work item) ~15 us, on the hot path.
-        self.jobs: queue_mod.SimpleQueue[core.ClaimedJob | None] = queue_mod.SimpleQueue()
+        self.jobs: queue_mod.SimpleQueue[state_changes.ClaimedJob | None] = queue_mod.SimpleQueue()
         self.handlers: list[threading.Thread] = []
         self.async_loop: AsyncHandlerLoop | None = None
         if any(lane.kind == ASYNC for lane in lanes):
@@ -132,7 +134,7 @@ class Executor:
         if self.async_loop is not None:
             self.async_loop.stop()
 
-    def start(self, lane: Lane, jobs: list[core.ClaimedJob]) -> None:
+    def start(self, lane: Lane, jobs: list[state_changes.ClaimedJob]) -> None:
         """Hold claimed jobs and hand them to their lane's handlers."""
         if not jobs:
             return
@@ -160,7 +162,7 @@ class Executor:
 
     # ---- one job ---------------------------------------------------------------------------
 
-    def execute(self, job: core.ClaimedJob) -> None:
+    def execute(self, job: state_changes.ClaimedJob) -> None:
         """Run one job's handler on this thread and record its outcome."""
         task = self.tasks[job.queue]
         tracing.start_run(job.id, job.queue, job.attempts)  # OpenTelemetry run span, when installed
@@ -178,7 +180,7 @@ class Executor:
             outcome = self.failure_outcome(job, exc)
         self._record(job, outcome, started, context)
 
-    async def execute_async(self, job: core.ClaimedJob) -> None:
+    async def execute_async(self, job: state_changes.ClaimedJob) -> None:
         """execute for an `async def` handler, awaited on the worker's event loop thread."""
         task = self.tasks[job.queue]
         tracing.start_run(job.id, job.queue, job.attempts)  # per task: tracing keeps it in a ContextVar
@@ -208,7 +210,7 @@ class Executor:
             outcome = self.failure_outcome(job, exc)
         self._record(job, outcome, started, context)
 
-    def _stops_for_environment(self, job: core.ClaimedJob, exc: BaseException) -> bool:
+    def _stops_for_environment(self, job: state_changes.ClaimedJob, exc: BaseException) -> bool:
         """A handler that failed because this process is not set up (worker/runtime/environment.py):
         not the job's failure. The job goes back to its queue with its attempt given back (the
         shutdown releases `given_back`), and the worker stops and exits ENVIRONMENT_EXIT_CODE with the
@@ -231,20 +233,20 @@ class Executor:
         self.signals.wake.set()
         return True
 
-    def failure_outcome(self, job: core.ClaimedJob, exc: BaseException) -> core.Outcome:
+    def failure_outcome(self, job: state_changes.ClaimedJob, exc: BaseException) -> state_changes.Outcome:
         """What a handler's exception means for its job (worker/runtime/outcomes.py); the hooks are told."""
         outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
                                          backoff_cap=self.settings.backoff_cap)
-        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/hooks.py); never changes the outcome
+        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/core/features/hooks.py); never changes the outcome
         return outcome
 
-    def _record(self, job: core.ClaimedJob, outcome: core.Outcome, started: float,
+    def _record(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, started: float,
                 context: JobContext | None = None) -> None:
         """Time the handler, then hand its outcome to the acker (unless the handler completed the job
         itself with job.complete(conn) / complete_async(conn))."""
         seconds = time.perf_counter() - started
         outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
-        # the attempt history (worker/core/attempts.py) lists each failure's duration
+        # the attempt history (worker/core/features/attempts.py) lists each failure's duration
         if outcome.status != OutcomeStatus.OK:
             outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
         tracing.end_run(outcome.status, outcome.error)
@@ -257,7 +259,7 @@ class Executor:
         self.finish(job, outcome, duration_ms, acked=outcome.status == OutcomeStatus.OK and context is not None
                     and context.completed_in_transaction)
 
-    def _context(self, job: core.ClaimedJob) -> JobContext:
+    def _context(self, job: state_changes.ClaimedJob) -> JobContext:
         # claimed with its context columns: a handler that declares `job` makes the claim include them
         assert job.priority is not None and job.run_at is not None
         assert job.created_at is not None and job.started_at is not None
@@ -267,7 +269,7 @@ class Executor:
 
     # ---- recording the outcome ---------------------------------------------------------------
 
-    def finish(self, job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float,
+    def finish(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, duration_ms: float,
                acked: bool = False) -> None:
         """Log a finished job's outcome, free its slot, and put the outcome to the acker (unless `acked`)."""
         if outcome.status == OutcomeStatus.OK:
@@ -278,7 +280,7 @@ class Executor:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
-        elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (worker/core/snooze.py)
+        elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (core/features/snooze.py)
             log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
                      extra=_log_fields(job, outcome, duration_ms))
         else:
@@ -312,7 +314,7 @@ class Executor:
         if wake and not self.signals.wake.is_set():
             self.signals.wake.set()
 
-    def after_ack(self, outcomes: list[core.Outcome], keys_freed: bool) -> None:
+    def after_ack(self, outcomes: list[state_changes.Outcome], keys_freed: bool) -> None:
         """An ack batch is written: its limited queues' slots are free in the database now, so the
         next claim includes them at once (see LIMITED_CLAIM_INTERVAL in worker/runtime/flow.py); and
         a lock key it ended lets that key's next job be claimed, which no NOTIFY would announce (a
@@ -321,8 +323,8 @@ class Executor:
             self.signals.wake.set()
 
 
-def _call(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None,
-          max_result_bytes: int) -> core.Outcome:
+def _call(task: Task, job: state_changes.ClaimedJob, payload: Any, context: JobContext | None,
+          max_result_bytes: int) -> state_changes.Outcome:
     """Call a sync handler; what it returns makes its success Outcome (an exception propagates):
     its JSON-serialisable return value is stored with the ack (skiplock.result)."""
     result = task.func(payload, job=context) if context is not None else task.func(payload)
@@ -330,8 +332,8 @@ def _call(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | 
     return outcomes.succeeded(job, result, max_result_bytes)
 
 
-async def _call_async(task: Task, job: core.ClaimedJob, payload: Any, context: JobContext | None,
-                      max_result_bytes: int) -> core.Outcome:
+async def _call_async(task: Task, job: state_changes.ClaimedJob, payload: Any, context: JobContext | None,
+                      max_result_bytes: int) -> state_changes.Outcome:
     """Await an `async def` handler; what it returns makes its success Outcome (an exception propagates)."""
     if context is not None:
         result = await task.func(payload, job=context)
@@ -340,7 +342,7 @@ async def _call_async(task: Task, job: core.ClaimedJob, payload: Any, context: J
     return outcomes.succeeded(job, result, max_result_bytes)
 
 
-def _log_fields(job: core.ClaimedJob, outcome: core.Outcome, duration_ms: float) -> dict[str, Any]:
+def _log_fields(job: state_changes.ClaimedJob, outcome: state_changes.Outcome, duration_ms: float) -> dict[str, Any]:
     """The structured fields of a job's log line (JSON logs): built only when a line is written."""
     return {"job_id": job.id, "queue": job.queue, "attempt": job.attempts, "outcome": outcome.status,
             "duration_ms": round(duration_ms, 2)}

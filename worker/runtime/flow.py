@@ -1,6 +1,6 @@
 """A worker's side of flow control (issue 15): what its claims pass, and payload upgrades.
 
-The decisions themselves are the claim's, in SQL (worker/core/queries.py, _CLAIM); this keeps the few
+The decisions themselves are the claim's, in SQL (worker/core/statements.py, _CLAIM); this keeps the few
 things a worker tells it: the newest payload version it runs per queue, where each queue's tenant
 round-robin starts next, and which of its queues are limited (so those claims lock their
 queue_limits rows first). It also upgrades an older payload before the handler sees it.
@@ -16,9 +16,10 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import limits, task_defaults, versions
-from skiplock.core.core import ClaimedJob
+from skiplock.core import task_defaults
+from skiplock.core.features import limits, versions
 from skiplock.core.registry import Task
+from skiplock.core.state_changes import ClaimedJob
 
 # How often one worker's claims include each limited queue. Including it costs every claim a call
 # of skiplock_limit_allowances (a row lock and a count) and a walk of that queue's head; a worker
@@ -55,7 +56,7 @@ class WorkerFlow:
         self.limits.refresh(conn, force=True)
 
     def claim_options(self, conn: psycopg.Connection, queues: Sequence[str], refresh: bool = True) -> dict[str, Any]:
-        """core.claim's flow-control keywords for one claim of `queues`.
+        """state_changes.claim's flow-control keywords for one claim of `queues`.
 
         Without `refresh` the view of which queues are limited is not re-read (a query) first: the
         listener's claim on a NOTIFY skips it (the claim loop refreshes it right after). A stale view
@@ -92,7 +93,7 @@ class WorkerFlow:
         """Move each queue's tenant cursor past the tenants this claim served.
 
         The next claim's tenant walk starts after the greatest tenant served now, so with more
-        tenants than one claim looks at (queries.TENANT_HOPS) every tenant still gets its turn.
+        tenants than one claim looks at (statements.TENANT_HOPS) every tenant still gets its turn.
         """
         served: dict[str, str] = {}
         for job in jobs:

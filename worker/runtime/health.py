@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.config import Settings
+from skiplock.core.plumbing.config import Settings
 from skiplock.monitor.metrics import histogram_family, render
 from skiplock.runtime.latency import LatencyRecorder
 from skiplock.runtime.ledger import Counters

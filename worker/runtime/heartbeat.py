@@ -1,6 +1,6 @@
 """The heartbeat: the leases of the jobs a worker holds are extended, and cancel requests read.
 
-Each pass (`run_once`) extends, in one fenced statement (core.heartbeat), the lease of every job
+Each pass (`run_once`) extends, in one fenced statement (state_changes.heartbeat), the lease of every job
 the worker holds: handlers still running and finished jobs whose outcome is not written yet. In
 the same transaction it reads the operators' cancel requests for the running ones (cancel.refresh),
 and cancels the asyncio task of an async handler asked to stop. A job whose lease is no longer this
@@ -19,8 +19,9 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import cancel, core, progress
-from skiplock.core.db import describe_db_error, is_connection_error
+from skiplock.core import state_changes
+from skiplock.core.features import cancel, progress
+from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.ledger import Counters, HeldJobs
 
@@ -53,9 +54,11 @@ class Heartbeat:
         leases = [self.lease_for(held[i]) for i in ids]
         try:
             with self._row_writes, self._connect() as conn:
-                kept = core.heartbeat(conn, self.worker_id, ids, leases)
-                cancel.refresh(conn, [i for i in running if i in kept])  # job.cancel_requested (core/cancel.py)
-                core.write_progress(conn, self.worker_id, progress.take())  # job.progress() (core/progress.py)
+                kept = state_changes.heartbeat(conn, self.worker_id, ids, leases)
+                cancel.refresh(conn,
+                               [i for i in running if i in kept])  # job.cancel_requested (core/features/cancel.py)
+                state_changes.write_progress(conn, self.worker_id,
+                                             progress.take())  # job.progress() (core/features/progress.py)
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:
@@ -81,7 +84,7 @@ class Heartbeat:
             return
         try:
             with self._row_writes, self._connect() as conn:
-                core.write_progress(conn, self.worker_id, reported)
+                state_changes.write_progress(conn, self.worker_id, reported)
         except Exception as exc:  # progress is a display: a lost write is replaced by the next report
             log.warning("progress not written (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
 

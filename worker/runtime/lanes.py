@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from skiplock.core.config import Settings
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.registry import Task
 from skiplock.runtime.prefetch import ClaimSizing
 

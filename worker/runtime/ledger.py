@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from skiplock.core.core import ClaimedJob
+from skiplock.core.state_changes import ClaimedJob
 
 
 @dataclass

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import psycopg
 
-from skiplock.core import handoff
-from skiplock.core.db import connect
-from skiplock.core.deadline import WATCHDOG, db_deadline
+from skiplock.core.features import handoff
+from skiplock.core.plumbing.db import connect
+from skiplock.core.plumbing.deadline import WATCHDOG, db_deadline
 
 log = logging.getLogger("skiplock.listener")
 

@@ -30,16 +30,15 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import core, queries
-from skiplock.core.config import Settings
-from skiplock.core.db import is_connection_error, make_pool, session_settings
+from skiplock.core import state_changes, statements
 from skiplock.core.errors import ConfigError, SchemaMissing
+from skiplock.core.features.run_times import RunTimeRecorder
+from skiplock.core.features.waiting import Waiting
+from skiplock.core.features.worker_control import WorkerCommand
+from skiplock.core.plumbing.config import Settings
+from skiplock.core.plumbing.db import is_connection_error, make_pool, session_settings
 from skiplock.core.registry import REGISTRY, Registry, Task
-from skiplock.core.run_times import RunTimeRecorder
 from skiplock.core.status import HistoryMode
-from skiplock.core.waiting import Waiting
-from skiplock.core.worker_control import WorkerCommand
-from skiplock.recurring_defs import DEFINITIONS
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
 from skiplock.runtime.executor import Executor
@@ -55,6 +54,7 @@ from skiplock.runtime.signals import Signals
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
+from skiplock.services.recurring_defs import DEFINITIONS
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 from skiplock.services.workflow_sweeper import WorkflowSweeper
@@ -118,7 +118,8 @@ class Worker:
                                start_jobs=self.executor.start, claim_connection=self._claim_connection,
                                rows_connection=self._rows_connection, row_writes=self._row_writes,
                                release=self.shutdown.release,
-                               # Claim the JobContext columns only when some handler declares `job` (see core.claim).
+                               # Claim the JobContext columns only when some handler declares `job`
+                               # (see state_changes.claim).
                                wants_context=any(t.wants_job for t in self.tasks.values()))
         self.acker = self.executor.acker
         self.async_loop: AsyncHandlerLoop | None = self.executor.async_loop
@@ -210,18 +211,18 @@ class Worker:
         # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
         # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
         # Like every pooled connection it runs with JIT off (db.session_defaults), and without bitmap
-        # scans (core.claim_session). Behind PgBouncer in transaction mode a session setting would leak
+        # scans (state_changes.claim_session). Behind PgBouncer in transaction mode a session setting would leak
         # to other clients' transactions, so there (db.session_settings) claims stay synchronous and
         # JIT is the server's (README "Latency against load").
         self.claim_pool = make_pool(self.url, self.app_name, size=1,
                                     configure=claims_commit_async)
         # The ack, the heartbeat and the shutdown release run one at a time (_row_writes), on one
         # connection of their own: every statement on it names rows by id, so it is planned once
-        # and without sequential scans (core.row_writes_session). Behind PgBouncer in transaction
+        # and without sequential scans (state_changes.row_writes_session). Behind PgBouncer in transaction
         # mode no session setting is made (db.session_settings), so there each ack is planned for
         # its own values, as every statement is (and with prepared statements off, nothing is prepared).
         self.rows_pool = make_pool(self.url, self.app_name, size=1,
-                                   configure=core.row_writes_session)
+                                   configure=state_changes.row_writes_session)
         self.reaper = Reaper(self.pool)
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
@@ -312,7 +313,7 @@ class Worker:
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
         with self.pool.connection() as conn:
-            ordered = conn.execute(queries.WORKER_UPSERT, {
+            ordered = conn.execute(statements.WORKER_UPSERT, {
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
@@ -324,7 +325,7 @@ class Worker:
             self._obey(str(row[0]), str(row[1]))
 
     def _obey(self, command: str, who: str) -> None:
-        """An operator's command from the console (worker/core/worker_control.py), read with the heartbeat."""
+        """An operator's command from the console (worker/core/features/worker_control.py), read with the heartbeat."""
         if command == WorkerCommand.QUIET and not self.signals.quiet.is_set():
             log.warning("worker %s quieted by %s: claiming no more jobs; %d running job(s) finish",
                         self.worker_id, who, len(self.held.running))

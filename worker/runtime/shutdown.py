@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import core, handoff, queries
-from skiplock.core.config import Settings
+from skiplock.core import state_changes, statements
+from skiplock.core.features import handoff
+from skiplock.core.plumbing.config import Settings
 from skiplock.runtime.executor import Executor, first_line
 from skiplock.runtime.lanes import ASYNC, Lane
 from skiplock.runtime.ledger import Counters, HeldJobs
@@ -126,7 +127,7 @@ class Shutdown:
         would have a moment later anyway; only the surplus waiting behind busy slots is released.
         """
         jobs = self.executor.jobs
-        waiting: list[core.ClaimedJob] = []
+        waiting: list[state_changes.ClaimedJob] = []
         while True:
             try:
                 job = jobs.get_nowait()
@@ -147,7 +148,7 @@ class Shutdown:
             for job in self.executor.async_loop.take_waiting():
                 self._give_back(job)
 
-    def _give_back(self, job: core.ClaimedJob) -> None:
+    def _give_back(self, job: state_changes.ClaimedJob) -> None:
         """Forget a claimed job that was never started; release_work releases it to its queue."""
         with self._lock:
             if self.held.running.pop(job.id, None) is not None:
@@ -173,7 +174,7 @@ class Shutdown:
         """Put jobs this worker holds back to their queues, the run not counted."""
         try:
             with self._row_writes, self._rows_connection() as conn:
-                released = core.release_own(conn, self.worker_id, ids)
+                released = state_changes.release_own(conn, self.worker_id, ids)
             log.info("released %d unfinished job(s) back to their queues: %s", len(released),
                      ",".join(map(str, released)))
         except Exception as exc:
@@ -199,7 +200,7 @@ class Shutdown:
         assert pool is not None
         try:
             with pool.connection() as conn:
-                conn.execute(queries.WAITER_UNREGISTER, {"id": self.worker_id})
-                conn.execute(queries.WORKER_DELETE, {"id": self.worker_id})
+                conn.execute(statements.WAITER_UNREGISTER, {"id": self.worker_id})
+                conn.execute(statements.WORKER_DELETE, {"id": self.worker_id})
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)

@@ -17,7 +17,7 @@ class Signals:
     stop: threading.Event = field(default_factory=threading.Event)  # a graceful shutdown has begun
     wake: threading.Event = field(default_factory=threading.Event)  # the claim loop should look for work now
     stopped_claiming: threading.Event = field(default_factory=threading.Event)  # no job is started any more
-    # an operator's "quiet" (worker/core/worker_control.py): claim nothing more, let running jobs finish
+    # an operator's "quiet" (worker/core/features/worker_control.py): claim nothing more, let running jobs finish
     quiet: threading.Event = field(default_factory=threading.Event)
     # set at the very end of shutdown: stops the acker and the heartbeat threads
     acker_done: threading.Event = field(default_factory=threading.Event)

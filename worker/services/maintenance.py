@@ -12,7 +12,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from skiplock.core.db import is_connection_error
+from skiplock.core.plumbing.db import is_connection_error
 
 log = logging.getLogger("skiplock.maintenance")
 

@@ -8,8 +8,9 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import audit, core, payload_edit, queries, run_times
-from skiplock.core.config import Settings
+from skiplock.core import state_changes, statements
+from skiplock.core.features import audit, payload_edit, run_times
+from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 
 log = logging.getLogger("skiplock.pruner")
@@ -42,16 +43,16 @@ class Pruner:
         total = 0
         with self.pool.connection() as conn:
             for status, keep in self.retention():
-                total += self._in_batches(partial(core.prune_finished, conn, status, keep))
+                total += self._in_batches(partial(state_changes.prune_finished, conn, status, keep))
             # the operator audit trail is kept for SKIPLOCK_AUDIT_RETENTION
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
             # payload edits (migration 032) are the audit's evidence: kept as long
             total += self._in_batches(lambda n: payload_edit.prune(conn, self.settings.audit_retention, n))
             # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
-            total += self._in_batches(lambda n: core.prune_stats(conn, self.settings.stats_retention, n))
+            total += self._in_batches(lambda n: state_changes.prune_stats(conn, self.settings.stats_retention, n))
             # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died
-            total += self._in_batches(lambda n: core.prune_results(conn, self.settings.result_ttl, n))
-            conn.execute(queries.PRUNE_WATCHERS, {"older_than": WATCHER_SECONDS})
+            total += self._in_batches(lambda n: state_changes.prune_results(conn, self.settings.result_ttl, n))
+            conn.execute(statements.PRUNE_WATCHERS, {"older_than": WATCHER_SECONDS})
             # per-minute run times (migration 028) are kept as long as the stats they sit beside
             total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
         if total:

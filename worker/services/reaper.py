@@ -6,7 +6,8 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import core, queries, waiting
+from skiplock.core import state_changes, statements
+from skiplock.core.features import waiting
 
 log = logging.getLogger("skiplock.reaper")
 
@@ -26,11 +27,11 @@ class Reaper:
         reaped: list[tuple[int, str, str]] = []
         with self.pool.connection() as conn:
             while True:
-                rows = core.reap_expired(conn, self.batch)
+                rows = state_changes.reap_expired(conn, self.batch)
                 reaped.extend(rows)
                 if len(rows) < self.batch:
                     break
-            conn.execute(queries.WORKER_PRUNE_STALE, {"older_than": STALE_WORKER_SECONDS})
+            conn.execute(statements.WORKER_PRUNE_STALE, {"older_than": STALE_WORKER_SECONDS})
             # a crashed worker's waiter rows would make every producer NOTIFY for nobody
             waiting.prune_gone(conn)
         for job_id, queue, status in reaped:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.db import is_connection_error
+from skiplock.core.plumbing.db import is_connection_error
 from skiplock.services import recurring_store
 from skiplock.services.schedule import plan_time
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
 
-    from skiplock.recurring_defs import Definition
+    from skiplock.services.recurring_defs import Definition
 
 log = logging.getLogger("skiplock.recurring")
 

@@ -6,7 +6,7 @@ Exactly once per slot rests on two things, both here:
 - each slot is inserted into recurring_slots (primary key name, fire_at) ON CONFLICT DO NOTHING,
   in the same transaction as its job: the job exists iff the slot row does, and a slot that
   was ever enqueued is never enqueued again, whoever asks and however late.
-Jobs are only written through the queue core (producer.enqueue, core.cancel_queued).
+Jobs are only written through the queue core (producer.enqueue, state_changes.cancel_queued).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from skiplock.core import core
+from skiplock.core import state_changes
 from skiplock.core.producer import enqueue
 from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots
 
@@ -190,7 +190,7 @@ def live_schedules(conn: psycopg.Connection) -> list[dict[str, Any]]:
 def withdraw_pending(conn: psycopg.Connection, name: str, reason: str) -> list[int]:
     """Cancel the not-yet-started jobs of `name`'s scheduled slots and forget those slots."""
     ids = [r[0] for r in conn.execute(PENDING_JOBS, {"name": name}).fetchall()]
-    cancelled = core.cancel_queued(conn, ids, reason) if ids else []
+    cancelled = state_changes.cancel_queued(conn, ids, reason) if ids else []
     if cancelled:
         conn.execute(DELETE_WITHDRAWN_SLOTS, {"name": name, "ids": cancelled})
     return cancelled
@@ -206,7 +206,7 @@ class SyncResult:
 
 
 class Definition(Protocol):
-    """What the store reads of a recurring definition (skiplock.recurring_defs.Definition, which
+    """What the store reads of a recurring definition (skiplock.services.recurring_defs.Definition, which
     imports this module: a Protocol here keeps the import one way)."""
 
     @property

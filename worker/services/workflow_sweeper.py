@@ -1,6 +1,6 @@
 """The workflow sweeper: the worker's maintenance service that repairs what the normal path left undone.
 
-Finding and repairing are core.workflow_repair's (the doctor uses the same finders); this service only
+Finding and repairing are core.workflows.workflow_repair's (the doctor uses the same finders); this service only
 runs a pass on a timer and logs what it repaired.
 """
 
@@ -10,7 +10,7 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.workflow_repair import GRACE_SECONDS, Sweep, repair
+from skiplock.core.workflows.workflow_repair import GRACE_SECONDS, Sweep, repair
 
 log = logging.getLogger("skiplock.sweeper")
 

@@ -27,8 +27,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from skiplock.core import queries
-from skiplock.core.config import load_settings
+from skiplock.core import statements
+from skiplock.core.plumbing.config import load_settings
 from skiplock.tools import bench_seed
 from skiplock.tools.commands import command
 
@@ -57,7 +57,7 @@ def scratch_database(url: str, prefix: str = "skiplock_bench", migrate: bool = T
     scratch = with_database(url, name)
     try:
         if migrate:
-            from skiplock.core.migrate import apply_migrations
+            from skiplock.core.plumbing.migrate import apply_migrations
 
             apply_migrations(scratch)
         yield scratch
@@ -317,7 +317,7 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
     def body(n: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             for i in range(n):
-                conn.execute(queries.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
+                conn.execute(statements.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
 
     elapsed = _run_threads(_split(jobs, producers), body)
     return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed,
@@ -384,7 +384,7 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
 
     The jobs live in a side queue no bench worker serves and are deleted afterwards.
     """
-    from skiplock.core import core
+    from skiplock.core import state_changes
 
     side = BENCH_QUEUE + "_rtt"
     with psycopg.connect(url, autocommit=True) as conn:
@@ -392,7 +392,7 @@ def claim_rtt(url: str, batch: int = 50, samples: int = 20) -> float:
         times = []
         for _ in range(samples):
             started = time.perf_counter()
-            core.claim(conn, "bench-rtt", [side], [30.0], batch)
+            state_changes.claim(conn, "bench-rtt", [side], [30.0], batch)
             times.append(time.perf_counter() - started)
         bench_seed.delete_queue(conn, side)
     return statistics.median(times)

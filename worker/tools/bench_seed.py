@@ -3,7 +3,7 @@
 Millions of ready or finished jobs in one statement each, and a scratch queue emptied whatever its
 jobs' states. These statements change jobs, yet they are not the queue core's: no running system
 makes jobs this way, so they live with the benchmark tools (issue 37). Every statement a running
-system uses to change jobs stays in worker/core/queries.py.
+system uses to change jobs stays in worker/core/statements.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from skiplock.core.error_summary import summarize
+from skiplock.core.features.error_summary import summarize
 from skiplock.core.status import JobStatus
 
 # %(n)s ready jobs in one statement, the seed's way. With %(recipe)s: random priorities 0-10 and

@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-from skiplock.core.registry import task
+from skiplock.core.task_decorator import task
 from skiplock.tools.bench import BENCH_QUEUE
 
 _probe_addr: tuple[str, int] | None = None

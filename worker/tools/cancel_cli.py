@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from skiplock.core import audit
-from skiplock.core.cancel import request_cancel
-from skiplock.core.config import load_settings
-from skiplock.core.db import connect
+from skiplock.core.features import audit
+from skiplock.core.features.cancel import request_cancel
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import connect
 
 
 def cancel(args: argparse.Namespace) -> int:

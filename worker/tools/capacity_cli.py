@@ -8,7 +8,7 @@ import os
 
 from psycopg.conninfo import conninfo_to_dict
 
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.tools.commands import command
 
 
@@ -30,7 +30,7 @@ def _local(url: str) -> bool:
 @command("capacity", "measure what one job costs this database and project rates and worker counts",
          _capacity_args)
 def _capacity(args: argparse.Namespace) -> int:
-    from skiplock.core.db import connect
+    from skiplock.core.plumbing.db import connect
     from skiplock.monitor.autoscale import queue_loads
     from skiplock.monitor.capacity import format_report, measure, project, report
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.config import load_settings
 from skiplock.core.errors import EnqueueError, SkiplockError
-from skiplock.core.logs import configure_logging
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.logs import configure_logging
 from skiplock.tools.commands import COMMANDS, command
 
 log = logging.getLogger("skiplock.cli")
@@ -32,7 +32,7 @@ def _migrate_args(p: argparse.ArgumentParser) -> None:
 
 @command("migrate", "apply migrations/*.sql to DATABASE_URL (safe to re-run)", _migrate_args)
 def _migrate(args: argparse.Namespace) -> int:
-    from skiplock.core.migrate import allow_changed_from_env, apply_migrations
+    from skiplock.core.plumbing.migrate import allow_changed_from_env, apply_migrations
 
     applied = apply_migrations(load_settings().session_url,  # its advisory lock needs a session
                                allow_changed=args.allow_changed or allow_changed_from_env())
@@ -93,7 +93,7 @@ def _positive(name: str, value: float | None) -> float | None:
 
 @command("worker", "run a worker process (same as python -m skiplock)", _worker_args)
 def _worker(args: argparse.Namespace) -> int:
-    from skiplock.core.migrate import apply_migrations
+    from skiplock.core.plumbing.migrate import apply_migrations
     from skiplock.core.registry import REGISTRY, import_task_modules
     from skiplock.runtime.runner import Worker
 
@@ -115,7 +115,7 @@ def _worker(args: argparse.Namespace) -> int:
     if framework:
         log.info("set up %s before importing the task modules", framework)
     import_task_modules(settings.tasks)
-    from skiplock.core.db import check_database
+    from skiplock.core.plumbing.db import check_database
 
     # fail fast, in one line, on a URL that parses but can never connect (the runner checks the schema)
     check_database(url)
@@ -141,7 +141,7 @@ def _queues_args(p: argparse.ArgumentParser) -> None:
 
 
 def _print_limits(conn: psycopg.Connection) -> None:
-    from skiplock.core.limits import list_limits
+    from skiplock.core.features.limits import list_limits
 
     rows = list_limits(conn)
     if not rows:
@@ -156,8 +156,8 @@ def _print_limits(conn: psycopg.Connection) -> None:
 def _queues(args: argparse.Namespace) -> int:
     import getpass
 
-    from skiplock.core import audit, limits
-    from skiplock.core.db import connect
+    from skiplock.core.features import audit, limits
+    from skiplock.core.plumbing.db import connect
 
     url = load_settings().require_database_url()
     with connect(url, "skiplock-cli") as conn:
@@ -188,7 +188,7 @@ def _queues(args: argparse.Namespace) -> int:
 
 
 def _whole(text: str) -> int:
-    from skiplock.core.limits import check_concurrency
+    from skiplock.core.features.limits import check_concurrency
 
     try:
         return check_concurrency(int(text))

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from skiplock import PermanentFailure, enqueue_many, task
-from skiplock.core.registry import JobContext
-from skiplock.recurring_defs import recurring
+from skiplock.core.job_context import JobContext
+from skiplock.services.recurring_defs import recurring
 
 
 @task("emails")

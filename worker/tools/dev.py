@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from skiplock.core.config import load_settings
-from skiplock.core.db import connect
 from skiplock.core.errors import ConfigError
-from skiplock.core.migrate import apply_migrations
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import connect
+from skiplock.core.plumbing.migrate import apply_migrations
 
 DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
 DEFAULT_PORT = 5000  # the console's, when neither --port nor $PORT names one

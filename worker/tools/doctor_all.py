@@ -13,15 +13,15 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.config import Settings
-from skiplock.core.databases import configured_databases
 from skiplock.core.errors import ConfigError
+from skiplock.core.plumbing.config import Settings
+from skiplock.core.plumbing.databases import configured_databases
 from skiplock.monitor.doctor import FAIL, Check, format_checks, run_checks
 
 
 def check_database(url: str, settings: Settings, max_xact_age: float) -> list[Check]:
     """The checks of one database, or one failing check saying it cannot be reached."""
-    from skiplock.core.db import connect
+    from skiplock.core.plumbing.db import connect
 
     try:
         with connect(url, "skiplock-doctor") as conn:

@@ -10,7 +10,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from skiplock.core.config import load_settings
+from skiplock.core.plumbing.config import load_settings
 from skiplock.monitor.doctor import FAIL, MAX_XACT_AGE, format_checks, run_checks
 from skiplock.tools.commands import command
 
@@ -25,7 +25,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 @command("doctor", "check the queue's health and say what to do (exit 1 if a check fails)", _doctor_args)
 def _doctor(args: argparse.Namespace) -> int:
-    from skiplock.core.db import connect
+    from skiplock.core.plumbing.db import connect
 
     settings = load_settings()
     if args.all:

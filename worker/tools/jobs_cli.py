@@ -19,10 +19,11 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import audit, core, payload_edit
-from skiplock.core.config import load_settings
-from skiplock.core.db import connect
+from skiplock.core import state_changes
 from skiplock.core.errors import SkiplockError
+from skiplock.core.features import audit, payload_edit
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import connect
 from skiplock.tools import cancel_cli
 from skiplock.tools.commands import command
 
@@ -96,12 +97,14 @@ def _jobs(args: argparse.Namespace) -> int:
         return _change(conn, args)
 
 
-def _finished_filter(conn: psycopg.Connection, args: argparse.Namespace) -> tuple[core.FinishedFilter, dict[str, Any]]:
+def _finished_filter(conn: psycopg.Connection, args: argparse.Namespace) -> tuple[state_changes.FinishedFilter,
+                                                                                  dict[str, Any]]:
     """The core's filter, measured from the database's clock, and the audit detail that names it."""
     now: datetime = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     until = now - args.older_than if args.older_than else now  # jobs that finished later are not covered
-    flt = core.FinishedFilter(status=args.state, queue=args.queue, since=(now - args.within) if args.within else None,
-                              until=until, error=args.error, text=args.text)
+    flt = state_changes.FinishedFilter(status=args.state, queue=args.queue,
+                                       since=(now - args.within) if args.within else None,
+                                       until=until, error=args.error, text=args.text)
     detail = {"status": args.state, "queue": args.queue, "error": args.error, "q": args.text,
               "within": _age(args.within), "older_than": _age(args.older_than)}
     return flt, {k: v for k, v in detail.items() if v}
@@ -113,7 +116,7 @@ def _age(value: timedelta | None) -> str | None:
 
 def _list(conn: psycopg.Connection, args: argparse.Namespace) -> int:
     flt, _ = _finished_filter(conn, args)
-    rows = core.list_finished_matching(conn, flt, limit=args.limit)
+    rows = state_changes.list_finished_matching(conn, flt, limit=args.limit)
     for row in rows:
         if args.json:
             print(json.dumps(row, default=str))
@@ -128,7 +131,7 @@ def _list(conn: psycopg.Connection, args: argparse.Namespace) -> int:
 
 
 def _show(conn: psycopg.Connection, args: argparse.Namespace) -> int:
-    job = core.job_detail(conn, args.job_id)
+    job = state_changes.job_detail(conn, args.job_id)
     if job is None:
         print(f"job {args.job_id} does not exist")
         return 1
@@ -158,21 +161,21 @@ def _change(conn: psycopg.Connection, args: argparse.Namespace) -> int:
     if args.job_ids:
         ids = sorted(set(args.job_ids))
         if args.dry_run:
-            print(f"would {what} {core.count_finished_ids(conn, ids)} job(s)")
+            print(f"would {what} {state_changes.count_finished_ids(conn, ids)} job(s)")
             return 0
         with conn.transaction():  # the change and its audit row commit together, as in the console
-            done = (core.retry_finished if what == "retry" else core.purge_finished)(conn, ids)
+            done = (state_changes.retry_finished if what == "retry" else state_changes.purge_finished)(conn, ids)
             audit.record(conn, actor, "cli", f"{what} selected", len(done), {"ids": ids[:50]})
         skipped = len(ids) - len(done)
         print(f"{_past(what)} {len(done)} job(s)" + (f"; {skipped} were not dead or failed" if skipped else ""))
         return 0 if done else 1
     flt, detail = _finished_filter(conn, args)
     if args.dry_run:
-        print(f"would {what} {core.count_finished_matching(conn, flt)} job(s)")
+        print(f"would {what} {state_changes.count_finished_matching(conn, flt)} job(s)")
         return 0
     # batches commit as they go (a million rows must not be one transaction); the audit row follows
     # the last batch with the count actually changed, as the console's "all matching" does
-    count = (core.retry_matching if what == "retry" else core.purge_matching)(conn, flt)
+    count = (state_changes.retry_matching if what == "retry" else state_changes.purge_matching)(conn, flt)
     audit.record(conn, actor, "cli", f"{what} all matching", count, detail)
     print(f"{_past(what)} {count} job(s)")
     return 0

@@ -6,11 +6,11 @@ import argparse
 import getpass
 from datetime import datetime
 
-from skiplock.core import audit
-from skiplock.core.config import load_settings
-from skiplock.core.db import connect
 from skiplock.core.errors import SkiplockError
-from skiplock.recurring_defs import list_schedules, pause_schedule, resume_schedule, run_schedule_now
+from skiplock.core.features import audit
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.db import connect
+from skiplock.services.recurring_defs import list_schedules, pause_schedule, resume_schedule, run_schedule_now
 from skiplock.tools.commands import command
 
 

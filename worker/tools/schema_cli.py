@@ -16,9 +16,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from skiplock.core.config import load_settings
 from skiplock.core.errors import SkiplockError
-from skiplock.core.resources import migrations_dir
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.resources import migrations_dir
 from skiplock.tools.commands import command
 
 HEADER = """-- skiplock's schema: every table, index, function and trigger of a freshly migrated database.

@@ -20,7 +20,7 @@ def _web_args(p: argparse.ArgumentParser) -> None:
 @command("web", "run the operator console with Flask's development server (production: gunicorn, see Procfile)",
          _web_args)
 def _web(args: argparse.Namespace) -> int:
-    from skiplock.core.logs import configure_logging
+    from skiplock.core.plumbing.logs import configure_logging
     from skiplock.webapp import create_app
 
     configure_logging()

@@ -32,7 +32,7 @@ DEFAULT_DEADLINE = 30.0
 
 def db_deadline() -> float:
     """SKIPLOCK_DB_DEADLINE, validated like every setting (0 turns deadlines off)."""
-    from skiplock.core.config import _number
+    from skiplock.core.plumbing.config import _number
 
     return _number("SKIPLOCK_DB_DEADLINE", os.environ.get("SKIPLOCK_DB_DEADLINE", str(DEFAULT_DEADLINE)),
                    float, 0, "seconds >= 0 (0 = no client-side deadline)")

@@ -13,9 +13,9 @@ import psycopg.conninfo
 import psycopg.errors
 from psycopg_pool import ConnectionPool
 
-from skiplock.core.config import _number, validate_database_url
-from skiplock.core.deadline import DEFAULT_DEADLINE, WATCHDOG, db_deadline
 from skiplock.core.errors import ConfigError
+from skiplock.core.plumbing.config import _number, validate_database_url
+from skiplock.core.plumbing.deadline import DEFAULT_DEADLINE, WATCHDOG, db_deadline
 
 log = logging.getLogger("skiplock.db")
 
@@ -42,7 +42,7 @@ def connect_kwargs(application_name: str) -> dict[str, Any]:
 
 def prepared_statements() -> bool:
     """SKIPLOCK_PREPARED_STATEMENTS (default on)."""
-    from skiplock.core.config import _bool
+    from skiplock.core.plumbing.config import _bool
 
     return _bool("SKIPLOCK_PREPARED_STATEMENTS", os.environ.get("SKIPLOCK_PREPARED_STATEMENTS", "on"))
 
@@ -72,7 +72,7 @@ def connect(url: str, application_name: str, *, autocommit: bool = True) -> psyc
 
 
 class DeadlinePool(ConnectionPool):
-    """A ConnectionPool whose every borrow runs under the client-side deadline (skiplock.core.deadline)."""
+    """A ConnectionPool whose every borrow runs under the client-side deadline (skiplock.core.plumbing.deadline)."""
 
     deadline: float = DEFAULT_DEADLINE
 

@@ -33,6 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from skiplock.core.errors import EnqueueError, PermanentFailure
+from skiplock.core.producer import enqueue, enqueue_many
+from skiplock.core.producer_async import enqueue_async
 
 _SIMPLE = (str, int, float, bool, list, dict)
 
@@ -163,8 +165,6 @@ class TaskHandle:
                 lock_key: str | None = None, tenant: str | None = None, depends_on: Iterable[int] | None = None,
                 on_dependency_failure: str = "dead") -> int | None:
         """skiplock.enqueue on this task's queue, the payload validated first (see the module doc)."""
-        from skiplock.core.producer import enqueue
-
         return enqueue(self.queue, self._serialised(payload), conn=conn, priority=priority, run_at=run_at,
                        delay=delay, unique_key=unique_key, max_attempts=max_attempts, on_conflict=on_conflict,
                        lock_key=lock_key, tenant=tenant, depends_on=depends_on,
@@ -173,8 +173,6 @@ class TaskHandle:
     def enqueue_many(self, payloads: Iterable[Any], *, conn: Any = None,
                      **options: Any) -> list[int]:
         """skiplock.enqueue_many on this queue; `options` (priority, delay, ...) apply to every job."""
-        from skiplock.core.producer import enqueue_many
-
         jobs = []
         for index, payload in enumerate(payloads):
             try:
@@ -190,8 +188,6 @@ class TaskHandle:
                             tenant: str | None = None, depends_on: Iterable[int] | None = None,
                             on_dependency_failure: str = "dead") -> int | None:
         """skiplock.enqueue_async on this task's queue, the payload validated first."""
-        from skiplock.producer_async import enqueue_async
-
         return await enqueue_async(self.queue, self._serialised(payload), conn=conn, priority=priority,
                                    run_at=run_at, delay=delay, unique_key=unique_key, max_attempts=max_attempts,
                                    on_conflict=on_conflict, lock_key=lock_key, tenant=tenant,

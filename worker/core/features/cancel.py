@@ -2,7 +2,7 @@
 
 - `request_cancel` (CLI `skiplock jobs cancel ID`, the console's Cancel on a running job) records
   who asked and when on the job row (migration 012). A queued job is cancelled at once
-  (core.cancel_queued); a job that already finished is left alone and the answer says so.
+  (state_changes.cancel_queued); a job that already finished is left alone and the answer says so.
 - The worker reads the requests for its running jobs with each heartbeat (one query per beat, not
   per job) into `_requested`; a sync handler sees them as `job.cancel_requested` and returns or
   raises when it likes. Whatever the run then ends with, `override` makes the outcome `failed`
@@ -19,19 +19,8 @@ from typing import NamedTuple
 
 import psycopg
 
-from skiplock.core import core
+from skiplock.core import state_changes, statements
 from skiplock.core.status import OutcomeStatus
-
-REQUEST_CANCEL = """
-UPDATE jobs SET cancel_requested_at = now(), cancel_requested_by = %(actor)s
- WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
-RETURNING id
-"""
-JOB_STATUS = "SELECT status::text FROM jobs WHERE id = %(id)s"
-CANCEL_REQUESTS = """
-SELECT id, cancel_requested_by FROM jobs
- WHERE id = ANY(%(ids)s) AND status = 'running' AND cancel_requested_at >= started_at
-"""
 
 _requested: dict[int, str] = {}  # running job id -> who asked; filled by the worker's heartbeat
 
@@ -44,7 +33,7 @@ class CancelResult(NamedTuple):
 def request_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
     """Operator: ask these running jobs' handlers to stop (the transition table's cancel-running);
     the ids of those that were running. Each job stays running until its handler ends, then fails."""
-    return [r[0] for r in conn.execute(REQUEST_CANCEL, {"ids": list(ids), "actor": actor})]
+    return [r[0] for r in conn.execute(statements.REQUEST_CANCEL, {"ids": list(ids), "actor": actor})]
 
 
 def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelResult:
@@ -52,9 +41,9 @@ def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelR
     if request_running(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} is running: cancel requested; its handler sees it at the "
                                   "next heartbeat and the job ends failed")
-    if core.cancel_queued(conn, [job_id], actor):
+    if state_changes.cancel_queued(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} was queued: cancelled, it will not run")
-    row = conn.execute(JOB_STATUS, {"id": job_id}).fetchone()
+    row = conn.execute(statements.CANCEL_JOB_STATUS, {"id": job_id}).fetchone()
     if row is None:
         return CancelResult(False, f"job {job_id} does not exist (any more): nothing to cancel")
     return CancelResult(False, f"job {job_id} already finished ({row[0]}): nothing changed")
@@ -64,7 +53,7 @@ def refresh(conn: psycopg.Connection, running_ids: Sequence[int]) -> None:
     """Read the cancel requests of these running jobs (the worker calls this with each heartbeat)."""
     if not running_ids:
         return
-    for job_id, who in conn.execute(CANCEL_REQUESTS, {"ids": list(running_ids)}).fetchall():
+    for job_id, who in conn.execute(statements.CANCEL_REQUESTS, {"ids": list(running_ids)}).fetchall():
         _requested[job_id] = who or "unknown"
 
 
@@ -73,10 +62,10 @@ def is_requested(job_id: int) -> bool:
     return job_id in _requested
 
 
-def override(outcome: core.Outcome) -> core.Outcome:
+def override(outcome: state_changes.Outcome) -> state_changes.Outcome:
     """The run's outcome, or `failed` "cancelled by <who>" when a cancel was requested during it."""
     who = _requested.pop(outcome.job_id, None)
     if who is None:
         return outcome
-    return core.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
-                        error=f"cancelled by {who}")
+    return state_changes.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
+                                 error=f"cancelled by {who}")

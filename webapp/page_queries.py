@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from skiplock.core import queries as _core_queries
-from skiplock.core.run_times import BOUNDS as _RUN_TIME_BOUNDS
+from skiplock.core import statements as _core_queries
+from skiplock.core.features.run_times import BOUNDS as _RUN_TIME_BOUNDS
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
 # jump from one queue name to the next instead of reading every row), running jobs, paused
@@ -257,7 +257,7 @@ SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
 # Per queue over the last %(seconds)s: the run-time histogram summed bucket by bucket over every
 # worker's minutes (one sum per bucket in a single pass: an unnest of every row's array cost 20x more
 # at a day of 10 workers' minutes), the number of runs, their total and the longest
-# (worker/core/run_times.py).
+# (worker/core/features/run_times.py).
 _BUCKET_SUMS = ", ".join(f"sum(counts[{i}])::bigint" for i in range(1, len(_RUN_TIME_BOUNDS) + 2))
 RUN_TIMES = f"""
 SELECT queue, ARRAY[{_BUCKET_SUMS}] AS counts, sum(total)::bigint AS runs, sum(sum_s) AS sum_s, max(max_s) AS max_s
@@ -317,8 +317,8 @@ SELECT s.name, r.fire_at, r.job_id, r.manual, j.status::text AS status, j.error_
 
 # ---- dead letters -----------------------------------------------------------------------------
 
-# Dead (or failed) jobs grouped by queue and error group (skiplock/core/error_summary.py) over the window, biggest
-# first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
+# Dead (or failed) jobs grouped by queue and error group (skiplock/core/features/error_summary.py) over the
+# window, biggest first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
 # or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
 # whether the groups cover the whole window.
 DEAD_GROUPS = f"""
@@ -478,7 +478,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' AND que
 FLOW_CAP = 10_000  # tenant backlogs and the version mix count at most this many queued jobs each
 FLOW_TENANTS = 20  # tenants listed on the queue page, in name order
 
-# The queue's global limits (worker/core/limits.py) and how many of its jobs run now.
+# The queue's global limits (worker/core/features/limits.py) and how many of its jobs run now.
 FLOW_LIMITS = """
 SELECT l.concurrency, l.rate, l.burst, l.updated_by,
        (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = l.queue) AS running

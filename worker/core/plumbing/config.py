@@ -223,8 +223,9 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_SECRET_KEY", "SKIPLOCK_DEV_DIR", "SKIPLOCK_APP_NAME", "SKIPLOCK_RECONNECT_TIMEOUT",
     "SKIPLOCK_METRICS_TOKEN", "SKIPLOCK_DB_DEADLINE", "SKIPLOCK_BEHIND_PROXY", "SKIPLOCK_SESSION_IDLE_MINUTES",
     "SKIPLOCK_LOGIN_MAX_FAILURES", "SKIPLOCK_LOGIN_LOCKOUT_SECONDS",
-    "SKIPLOCK_DATABASES",  # skiplock.core.databases: the console over several databases, doctor --all
-    "SKIPLOCK_MIGRATE_ALLOW_CHANGED",  # the migrator's override for changed applied migrations (core/migrate.py)
+    "SKIPLOCK_DATABASES",  # skiplock.core.plumbing.databases: the console over several databases, doctor --all
+    # the migrator's override for changed applied migrations (core/plumbing/migrate.py)
+    "SKIPLOCK_MIGRATE_ALLOW_CHANGED",
 }
 
 

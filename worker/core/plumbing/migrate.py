@@ -26,9 +26,9 @@ from pathlib import Path
 
 import psycopg
 
-from skiplock.core.db import connect
 from skiplock.core.errors import MigrationError
-from skiplock.core.resources import migrations_dir
+from skiplock.core.plumbing.db import connect
+from skiplock.core.plumbing.resources import migrations_dir
 
 log = logging.getLogger("skiplock.migrate")
 

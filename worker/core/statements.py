@@ -1,4 +1,11 @@
-"""Every SQL statement that reads or changes jobs for the queue core, in one place.
+"""Every SQL statement that changes jobs, and the queue core's reads of them, in one place.
+
+The queue's own (enqueue, claim, ack, the operator's transitions) and those of the core's features that
+change jobs (attempts, snooze, cancel, hand-off): a feature module keeps its rules and calls its statements
+here. Nothing outside this module writes jobs but the benchmark's bulk seeding (tools/bench_seed.py);
+tests/unit/test_layers.py checks it. A few reads of jobs stay beside what they serve: a feature's view
+that joins its own table (features/limits.py), the tracing plumbing's stored contexts (plumbing/tracing.py),
+the monitor's and the console's read-only views.
 
 Each statement names the state it expects (and, for a worker, its worker_id) so that a
 transition can only happen from where the caller believes the job is: a zero row count means
@@ -548,6 +555,69 @@ ON CONFLICT (queue) DO NOTHING RETURNING queue
 """
 RESUME_QUEUE = "DELETE FROM paused_queues WHERE queue = %(queue)s RETURNING queue"
 
+# ---- the core's features that change jobs (core/features/: attempts, snooze, cancel, hand-off) -----
+# Each feature module keeps its rules and calls these; the statements live here, with the queue's own.
+
+# Append each failed run's error to its job's bounded history (features/attempts.py): the last %(keep)s
+# failed runs, each error cut to %(chars)s characters, fenced like the ack (this worker, this run, running).
+RECORD_ATTEMPTS = f"""
+UPDATE jobs j
+   SET attempt_errors = (
+       SELECT jsonb_agg(e.value ORDER BY e.n)
+         FROM jsonb_array_elements(
+                  coalesce(j.attempt_errors, '[]'::jsonb)
+                  || jsonb_build_array(jsonb_build_object(
+                         'attempt', v.attempt, 'worker', %(worker_id)s::text, 'started', j.started_at, 'at', now(),
+                         'duration_ms', round(v.duration::numeric, 1), 'error', left(v.error, %(chars)s))))
+              WITH ORDINALITY AS e(value, n)
+        WHERE e.n > jsonb_array_length(coalesce(j.attempt_errors, '[]'::jsonb)) + 1 - %(keep)s)
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(durations)s::float8[], %(errors)s::text[])
+       AS v(id, attempt, duration, error)
+       {_own_rows(with_attempt=True)}
+ WHERE j.ctid = f.ctid
+"""
+
+# Snoozed runs back to queued later, the claim's attempt given back (features/snooze.py); fenced.
+SNOOZE_BATCH = f"""
+UPDATE jobs j
+   SET status = 'queued',
+       run_at = now() + make_interval(secs => v.delay),
+       attempts = greatest(j.attempts - 1, 0),
+       snooze_count = coalesce(j.snooze_count, 0) + 1,
+       worker_id = NULL,
+       lease_until = NULL
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(delays)s::float8[]) AS v(id, attempt, delay)
+       {_own_rows(with_attempt=True)}
+ WHERE j.ctid = f.ctid
+RETURNING j.id
+"""
+
+# A cancel request on running jobs (features/cancel.py), the status of one that was not running, and
+# the requests of a worker's running jobs made during their current run (read with each heartbeat).
+REQUEST_CANCEL = """
+UPDATE jobs SET cancel_requested_at = now(), cancel_requested_by = %(actor)s
+ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+RETURNING id
+"""
+CANCEL_JOB_STATUS = "SELECT status::text FROM jobs WHERE id = %(id)s"
+CANCEL_REQUESTS = """
+SELECT id, cancel_requested_by FROM jobs
+ WHERE id = ANY(%(ids)s) AND status = 'running' AND cancel_requested_at >= started_at
+"""
+
+# The jobs handed to this worker by the insert trigger that it never received (features/handoff.py):
+# back to queued, that run not counted (it never started). Running jobs are few, and this runs only
+# after a listener reconnect or at a stop.
+RELEASE_LOST_HANDOFFS = """
+UPDATE jobs j
+   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
+       attempts = greatest(j.attempts - 1, 0)
+ WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
+   AND j.started_at < now() - make_interval(secs => %(age)s)
+   AND NOT (j.id = ANY(%(known)s::bigint[]))
+RETURNING j.id, j.queue
+"""
+
 # ---- worker registry ---------------------------------------------------------------------------
 
 # Register or refresh a live worker row (its heartbeat).
@@ -555,7 +625,7 @@ WORKER_UPSERT = """
 INSERT INTO workers (id, host, pid, queues, concurrency, in_flight, task_versions)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(in_flight)s, %(task_versions)s::jsonb)
 ON CONFLICT (id) DO UPDATE SET last_seen = now(), in_flight = EXCLUDED.in_flight
-RETURNING command, command_by  -- an operator's quiet/stop (migration 029, worker/core/worker_control.py)
+RETURNING command, command_by  -- an operator's quiet/stop (migration 029, worker/core/features/worker_control.py)
 """
 
 # Remove a worker row on clean exit.
@@ -580,7 +650,7 @@ WAITING_FLAG_SET = """
 SELECT setval('skiplock_waiting', 1, true) WHERE pg_sequence_last_value('skiplock_waiting') IS NULL
 """
 # A reconnected listener's new key, into this worker's tokens still out (a producer holding one
-# decides with the old key: a hand-off it makes may be lost, see worker/core/handoff.py).
+# decides with the old key: a hand-off it makes may be lost, see worker/core/features/handoff.py).
 WAITER_REKEY = """
 UPDATE queue_waiters SET listen_key = %(listen_key)s WHERE ctid = ANY (ARRAY(
     SELECT ctid FROM queue_waiters WHERE worker_id = %(id)s FOR UPDATE SKIP LOCKED))
@@ -619,7 +689,7 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 # The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
 # groups by and filters on (one definition, so the group shown and the filter applied agree).
 ERROR_LINE = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
-# The group a dead letter is counted in (skiplock/core/error_summary.py): exception class + masked message.
+# The group a dead letter is counted in (skiplock/core/features/error_summary.py): exception class + masked message.
 ERROR_GROUP = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
 
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,
@@ -983,3 +1053,7 @@ CALL_BACK = "SELECT skiplock_batch_call_back(%(batch)s)"
 # The documented plain-SQL producer's INSERT (README "Enqueueing from any language"): the floor
 # that enqueue() is measured against.
 SQL_PRODUCER_INSERT = "INSERT INTO jobs (queue, payload) VALUES (%(queue)s, %(payload)s::jsonb)"
+
+# An operator's edit of a dead job's payload (features/payload_edit.py), just before the same transaction
+# retries it. Guarded like that retry: only a dead job's payload is ever written here.
+WRITE_DEAD_PAYLOAD = "UPDATE jobs SET payload = %(new)s::jsonb WHERE id = %(id)s AND status = 'dead'"

@@ -2,7 +2,7 @@
 
 A workflow is a root job and every job whose workflow_id names it (jobs enqueued with depends_on
 join their first parent's workflow). Each action goes through the core's one transition for it
-(core.cancel_queued, cancel.request_cancel, core.retry_finished), so dependents and batches are
+(state_changes.cancel_queued, cancel.request_cancel, state_changes.retry_finished), so dependents and batches are
 settled by the same SQL as a single job's action.
 """
 
@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 import psycopg
 
-from skiplock.core import cancel, core, queries
+from skiplock.core import state_changes, statements
+from skiplock.core.features import cancel
 
 
 class WorkflowCancel(NamedTuple):
@@ -22,9 +23,9 @@ class WorkflowCancel(NamedTuple):
 
 def cancel_rest(conn: psycopg.Connection, workflow_id: int, actor: str) -> WorkflowCancel:
     """Cancel every job of the workflow that has not started, and ask the running ones to stop."""
-    unstarted = [r[0] for r in conn.execute(queries.WORKFLOW_UNSTARTED, {"workflow": workflow_id})]
-    cancelled = core.cancel_queued(conn, unstarted, actor) if unstarted else []
-    running = [r[0] for r in conn.execute(queries.WORKFLOW_RUNNING, {"workflow": workflow_id})]
+    unstarted = [r[0] for r in conn.execute(statements.WORKFLOW_UNSTARTED, {"workflow": workflow_id})]
+    cancelled = state_changes.cancel_queued(conn, unstarted, actor) if unstarted else []
+    running = [r[0] for r in conn.execute(statements.WORKFLOW_RUNNING, {"workflow": workflow_id})]
     asked = sum(1 for job_id in running if cancel.request_cancel(conn, job_id, actor).changed)
     return WorkflowCancel(len(cancelled), asked)
 
@@ -32,5 +33,5 @@ def cancel_rest(conn: psycopg.Connection, workflow_id: int, actor: str) -> Workf
 def retry_dead(conn: psycopg.Connection, workflow_id: int) -> int:
     """Retry the workflow's jobs that failed on their own; the dependents that ended because of
     them wait again with them (skiplock_reopen). Returns how many were retried."""
-    roots = [r[0] for r in conn.execute(queries.WORKFLOW_DEAD_ROOT_CAUSES, {"workflow": workflow_id})]
-    return len(core.retry_finished(conn, roots)) if roots else 0
+    roots = [r[0] for r in conn.execute(statements.WORKFLOW_DEAD_ROOT_CAUSES, {"workflow": workflow_id})]
+    return len(state_changes.retry_finished(conn, roots)) if roots else 0

@@ -1,6 +1,6 @@
 """Jobs linked to other jobs at enqueue: parents (`depends_on`) and batch membership.
 
-A linked job is written by one statement (queries.ENQUEUE_LINKED) that also writes its edges and
+A linked job is written by one statement (statements.ENQUEUE_LINKED) that also writes its edges and
 counts it into its batch, so an autocommit connection cannot keep half of it. Everything a caller
 can get wrong is checked first and raises EnqueueError before anything is written; unknown parent
 ids are looked up with a read-only query, so the caller's transaction stays usable. What happens
@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from skiplock import adapters
-from skiplock.core import queries
+from skiplock.core import statements
 from skiplock.core.errors import EnqueueError
+from skiplock.core.plumbing import adapters
 
 # What a dependent does when a parent ends dead or cancelled: end with it (the default) or run anyway.
 DEPENDENCY_POLICIES = ("dead", "run")
@@ -63,7 +63,7 @@ def check_parents_exist(raw: Any, parents: Sequence[int]) -> None:
     """EnqueueError naming the ids that are not jobs (nor were): nothing has been written yet."""
     if not parents:
         return
-    rows = _run(raw, queries.UNKNOWN_PARENTS, {"parents": list(parents)})
+    rows = _run(raw, statements.UNKNOWN_PARENTS, {"parents": list(parents)})
     unknown = rows[0][0] if rows else []
     if unknown:
         raise unknown_parents_error(unknown)
@@ -76,7 +76,7 @@ def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int
     `raw` is the caller's connection (its transaction) or None for a pooled one.
     """
     check_parents_exist(raw, sorted({p for ps in parents for p in ps}))
-    ids = [row[0] for row in _run(raw, queries.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))]
+    ids = [row[0] for row in _run(raw, statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))]
     return _checked_ids(ids, specs, batch)
 
 
@@ -109,16 +109,16 @@ def linked_params(specs: Sequence[Any], parents: Sequence[Sequence[int]], polici
 async def insert_linked_async(conn: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]],
                               policies: Sequence[str | None], batch: int | None = None) -> list[int]:
     """insert_linked for asyncio: `conn` any connection enqueue_async accepts, or None for the async pool."""
-    from skiplock.producer_async import _execute
+    from skiplock.core.producer_async import _execute
 
     wanted = sorted({p for ps in parents for p in ps})
     if wanted:
-        rows = await _execute(conn, queries.UNKNOWN_PARENTS, {"parents": wanted})
+        rows = await _execute(conn, statements.UNKNOWN_PARENTS, {"parents": wanted})
         unknown = list(rows[0][0]) if rows else []
         if unknown:
             raise unknown_parents_error(unknown)
     params = linked_params(specs, parents, policies, batch)
-    ids = [row[0] for row in await _execute(conn, queries.ENQUEUE_LINKED, params)]
+    ids = [row[0] for row in await _execute(conn, statements.ENQUEUE_LINKED, params)]
     return _checked_ids(ids, specs, batch)
 
 
@@ -226,25 +226,25 @@ def _batch_on(raw: Any, batch_id: int | None, complete_json: str | None, success
     """Open (or re-open) the batch on `raw`, yield it, seal it when the block ends normally."""
     with adapters.tuple_cursor(raw) as cur:
         if batch_id is None:
-            cur.execute(queries.BATCH_OPEN, {"on_complete": complete_json, "on_success": success_json})
+            cur.execute(statements.BATCH_OPEN, {"on_complete": complete_json, "on_success": success_json})
             row = cur.fetchone()
             assert row is not None
             batch_id = int(row[0])
         else:
-            cur.execute(queries.BATCH_IS_OPEN, {"batch": batch_id})
+            cur.execute(statements.BATCH_IS_OPEN, {"batch": batch_id})
             row = cur.fetchone()
             if row is None or not row[0]:
                 raise EnqueueError(f"batch {batch_id} has already called back (or does not exist): "
                                    "it takes no more members")
     yield Batch(batch_id, raw)
     with adapters.tuple_cursor(raw) as cur:
-        cur.execute(queries.BATCH_SEAL, {"batch": batch_id})
+        cur.execute(statements.BATCH_SEAL, {"batch": batch_id})
         cur.fetchall()
 
 
 def batch_status(batch_id: int, *, conn: Any = None) -> BatchInfo:
     """A batch's counts and callbacks (`skiplock.batch_status`); LookupError if there is no such batch."""
-    rows = _run(None if conn is None else adapters.sync_connection(conn), queries.BATCH_BY_ID, {"batch": batch_id})
+    rows = _run(None if conn is None else adapters.sync_connection(conn), statements.BATCH_BY_ID, {"batch": batch_id})
     if not rows:
         raise LookupError(f"batch {batch_id} does not exist")
     return BatchInfo.from_row(rows[0])

@@ -2,7 +2,7 @@
 
 One transaction: lock the job, check it is still the dead job with the payload the operator saw
 (compare-and-set on its status and on a digest of that payload), keep the original payload in
-job_edits (migration 032), write the new one, and retry the job through core.retry_finished, the
+job_edits (migration 032), write the new one, and retry the job through state_changes.retry_finished, the
 same statement as the plain Retry (so a dead workflow parent re-opens its dependents, and a
 batch counts the job as pending again). The caller writes the audit row on the same connection,
 inside the same transaction, so the edit and its audit entry commit together or not at all.
@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from skiplock.core import core
+from skiplock.core import state_changes, statements
 from skiplock.core.errors import EnqueueError, SkiplockError
 from skiplock.core.producer import serialize_payload
 from skiplock.core.status import JobStatus
@@ -45,8 +45,6 @@ INSERT INTO job_edits (job_id, actor, attempts, old_payload, new_payload)
 VALUES (%(id)s, %(actor)s, %(attempts)s, %(old)s, %(new)s)
 RETURNING id
 """
-# Guarded like the retry that follows it: only a dead job's payload is ever written here.
-WRITE_PAYLOAD = "UPDATE jobs SET payload = %(new)s::jsonb WHERE id = %(id)s AND status = 'dead'"
 # A job's edits, oldest first (the job page's timeline and payload history).
 EDITS_OF_JOB = """
 SELECT id, at, actor, attempts, old_payload, new_payload FROM job_edits WHERE job_id = %(id)s ORDER BY id
@@ -122,8 +120,8 @@ def edit_and_retry(conn: psycopg.Connection, job_id: int, new_payload: Any, seen
         raise PayloadEditRefused(f"The payload of job {job_id} is unchanged: use Retry to run it as it is.")
     edit_id = conn.execute(KEEP_ORIGINAL, {"id": job_id, "actor": actor, "attempts": attempts, "old": Jsonb(old),
                                            "new": Jsonb(new_payload)}).fetchone()[0]  # type: ignore[index]
-    conn.execute(WRITE_PAYLOAD, {"id": job_id, "new": Jsonb(new_payload)})
-    if core.retry_finished(conn, [job_id]) != [job_id]:  # cannot happen under the row lock taken above
+    conn.execute(statements.WRITE_DEAD_PAYLOAD, {"id": job_id, "new": Jsonb(new_payload)})
+    if state_changes.retry_finished(conn, [job_id]) != [job_id]:  # cannot happen under the row lock taken above
         raise PayloadEditConflict(f"Job {job_id} could not be retried; nothing was changed.")
     return Edit(int(edit_id), job_id, old, new_payload, diff(old, new_payload))
 

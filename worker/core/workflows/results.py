@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 
-from skiplock import adapters
-from skiplock.core import queries
+from skiplock.core import statements
 from skiplock.core.errors import SkiplockError
+from skiplock.core.plumbing import adapters
 
 FINAL_STATES = ("succeeded", "dead", "failed")
 # How often wait() looks again without a notification: a safety net, not the mechanism.
@@ -103,7 +103,7 @@ def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
 def status_on(conn: Any, job_id: int) -> JobInfo:
     """The job's status read on a psycopg connection; JobNotFound when it never existed."""
     with adapters.tuple_cursor(conn) as cur:  # any driver the producer accepts
-        cur.execute(queries.JOB_STATUS, {"job": job_id})
+        cur.execute(statements.JOB_STATUS, {"job": job_id})
         row = cur.fetchone()
     assert row is not None
     (state, last_error, headline, attempts, max_attempts, waiting_on, batch_id, workflow_id, progress,
@@ -143,7 +143,7 @@ def wait_on(url: str, job_id: int, timeout: float | None) -> Any:
     """Block until the job is final, on a connection of its own; its result, or JobFailed / TimeoutError."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True, application_name="skiplock-wait") as conn:
-        conn.execute(queries.WATCH, {"job": job_id})
+        conn.execute(statements.WATCH, {"job": job_id})
         try:
             conn.execute("LISTEN skiplock_done")
             while True:
@@ -157,7 +157,7 @@ def wait_on(url: str, job_id: int, timeout: float | None) -> Any:
                     if note.payload == str(job_id):
                         break
         finally:
-            conn.execute(queries.UNWATCH, {"job": job_id})
+            conn.execute(statements.UNWATCH, {"job": job_id})
 
 
 # ---- the public calls (skiplock.status / result / wait) ---------------------------------------------
@@ -207,7 +207,7 @@ def wait(job_id: int, timeout: float | None = None, *, database_url: str | None 
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
         raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
     if database_url is None:
-        from skiplock.core.config import load_settings
+        from skiplock.core.plumbing.config import load_settings
 
         database_url = load_settings().require_database_url()
     return wait_on(database_url, job_id, timeout)

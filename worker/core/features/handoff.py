@@ -20,26 +20,14 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.core import ClaimedJob
+from skiplock.core import statements
+from skiplock.core.state_changes import ClaimedJob
 
 HANDOFF_CHANNEL = "skiplock_handoff"
 HANDOFF_LOCK_CLASS = 1936418927  # advisory lock namespace of listener keys ('skho'; migration 020)
 # A hand-off's NOTIFY arrives within milliseconds of its commit, if at all: a job of ours still
 # unknown to us this long after its hand-off was lost with a listener connection.
 LOST_AFTER_SECONDS = 5.0
-
-# The jobs handed to this worker that it never received: back to queued, that run not counted
-# (it never started). Running jobs are few, and this runs only after a listener reconnect.
-_RELEASE_LOST = """
-UPDATE jobs j
-   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
-       attempts = greatest(j.attempts - 1, 0)
- WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
-   AND j.started_at < now() - make_interval(secs => %(age)s)
-   AND NOT (j.id = ANY(%(known)s::bigint[]))
-RETURNING j.id, j.queue
-"""
-
 
 # A stopping worker deletes its tokens, waiting for a producer that holds one: a job that producer
 # handed us is then committed, and found by release_lost.
@@ -73,7 +61,8 @@ def _timestamp(text: str | None) -> datetime | None:
 def release_lost(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],
                  age: float = LOST_AFTER_SECONDS) -> list[tuple[int, str]]:
     """Release jobs running under `worker_id` for more than `age` s that it does not know of."""
-    rows = conn.execute(_RELEASE_LOST, {"worker_id": worker_id, "age": age, "known": list(known)}).fetchall()
+    rows = conn.execute(statements.RELEASE_LOST_HANDOFFS,
+                        {"worker_id": worker_id, "age": age, "known": list(known)}).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 
 

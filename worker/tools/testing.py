@@ -1,0 +1,280 @@
+"""Test helpers for applications that use skiplock: a pytest plugin and three functions.
+
+Enable the plugin with `pytest -p skiplock.testing`, or `pytest_plugins = ["skiplock.testing"]` in
+your top-level conftest.py. It gives:
+
+- `skiplock_database_url` (session fixture): a database created for this test session and migrated.
+  It is created on the server of SKIPLOCK_TEST_SERVER_URL, else of DATABASE_URL (a database
+  `skiplock_test_<pid>_<random>`, dropped at the end). To use one database you made yourself
+  instead (kept, only emptied), set SKIPLOCK_TEST_DATABASE_URL. While the session runs,
+  DATABASE_URL points at it, so `skiplock.enqueue` and your app use it without changes.
+- `skiplock_db` (function fixture): the same URL, with every table of its schema (the app's too)
+  but skiplock_migrations emptied before the test.
+- `skiplock_conn` (function fixture): an autocommit psycopg connection to it.
+
+And, usable with or without the plugin:
+
+- `drain(queue=None, conn=None)` runs the ready jobs in this process through the real claim and
+  ack statements (skiplock.core.state_changes) and the worker's own outcome rules (skiplock.runtime.outcomes),
+  until none is ready: retries that are due run too, a retry scheduled later does not. Returns the outcomes.
+- `enqueued_jobs(queue=None, conn=None)` lists the queued jobs; `assert_enqueued(queue, subset)`
+  fails with the list of what is queued unless a job's payload contains `subset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from skiplock.core import state_changes
+from skiplock.core.features import hooks, versions
+from skiplock.core.job_context import JobContext
+from skiplock.core.plumbing import tracing
+from skiplock.core.plumbing.config import load_settings
+from skiplock.core.plumbing.migrate import apply_migrations
+from skiplock.core.producer import close_default_pool
+from skiplock.core.registry import REGISTRY, Registry
+from skiplock.core.status import JobStatus, OutcomeStatus
+from skiplock.runtime import outcomes
+
+# Status names a drained job ends in, by the outcome's status (state_changes.Outcome.status).
+_FINAL_STATUS: dict[str, str] = {
+    OutcomeStatus.OK: JobStatus.SUCCEEDED.value, OutcomeStatus.RETRY: JobStatus.QUEUED.value,
+    OutcomeStatus.DEAD: JobStatus.DEAD.value, OutcomeStatus.FAILED: JobStatus.FAILED.value,
+    OutcomeStatus.SNOOZED: OutcomeStatus.SNOOZED.value}
+_DELAYED = (OutcomeStatus.RETRY, OutcomeStatus.SNOOZED)  # the outcomes that set a delay (DrainedJob.retry_in)
+_WORKER_ID_PREFIX = "skiplock-testing"
+
+
+@dataclass(frozen=True)
+class DrainedJob:
+    """One run done by `drain`: `status` is the job's state after it (a retry is 'queued')."""
+
+    id: int
+    queue: str
+    payload: Any
+    attempt: int
+    status: str  # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'snoozed' | 'dead' | 'failed'
+    error: str | None
+    retry_in: float | None
+    result: Any = None  # the handler's return value as stored (JSON round-trip), for a success
+
+
+@dataclass(frozen=True)
+class EnqueuedJob:
+    """A queued job as `enqueued_jobs` lists it (its payload decoded)."""
+
+    id: int
+    queue: str
+    payload: Any
+    priority: int
+    run_at: datetime
+    attempts: int
+    max_attempts: int
+    unique_key: str | None
+
+
+class DrainLimitExceeded(AssertionError):
+    """drain ran `max_jobs` jobs and more were still ready: probably a job that enqueues itself."""
+
+
+@contextmanager
+def _connection(conn: psycopg.Connection | None) -> Iterator[psycopg.Connection]:
+    if conn is not None:
+        yield conn  # the caller's connection, and its transaction if one is open
+        return
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        raise RuntimeError("skiplock.testing needs conn= or DATABASE_URL (the plugin's fixtures set it)")
+    with psycopg.connect(url, autocommit=True) as own:
+        yield own
+
+
+def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | None = None, *,
+          registry: Registry = REGISTRY, max_jobs: int = 1000) -> list[DrainedJob]:
+    """Run every ready job of `queue` (default: every queue with a registered handler) in-process.
+
+    Jobs are claimed with state_changes.claim and their results written with state_changes.ack_batch, one job at a
+    time, as a worker would. Jobs the handlers enqueue meanwhile run too, if ready. Stops when no
+    job is ready; raises DrainLimitExceeded after `max_jobs` runs.
+    """
+    queues = [queue] if isinstance(queue, str) else list(queue or registry.queues())
+    missing = [q for q in queues if registry.get(q) is None]
+    if missing:
+        raise ValueError(f"no handler registered for queue(s) {', '.join(missing)}: import the module "
+                         "that declares them with @task before calling drain()")
+    if not queues:
+        raise ValueError("no queue to drain: no handler is registered (import your task module)")
+    settings = load_settings()
+    leases = [float(registry.get(q).lease_seconds or settings.lease_for(q)) for q in queues]  # type: ignore[union-attr]
+    worker_id = f"{_WORKER_ID_PREFIX}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    newest = [registry.get(q).version for q in queues]  # type: ignore[union-attr]
+    done: list[DrainedJob] = []
+    with _connection(conn) as db:
+        while True:
+            # the newest payload version each handler runs, as a worker's claim passes it: a newer
+            # job stays queued for a newer worker
+            jobs = state_changes.claim(db, worker_id, queues, leases, 1, payload_as_text=True, with_context=True,
+                                       versions=newest)
+            if not jobs:
+                return done
+            if len(done) >= max_jobs:
+                state_changes.release_own(db, worker_id, [jobs[0].id])
+                raise DrainLimitExceeded(f"drain ran {max_jobs} jobs and more are ready (a job that "
+                                         "enqueues itself?); raise max_jobs= if that is expected")
+            job = jobs[0]
+            payload = json.loads(job.payload)
+            tracing.remember_contexts(db, [job.id])
+            tracing.start_run(job.id, job.queue, job.attempts)
+            outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap)
+            tracing.end_run(outcome.status, outcome.error)
+            state_changes.ack_batch(db, worker_id, [outcome], history=settings.history)
+            done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
+                                   outcome.error, outcome.delay if outcome.status in _DELAYED else None,
+                                   json.loads(outcome.result) if outcome.result is not None else None))
+
+
+def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker_id: str,
+         backoff_base: float, backoff_cap: float) -> state_changes.Outcome:
+    task = registry.get(job.queue)
+    assert task is not None  # drain checked every queue it claims from
+    try:
+        if job.version is not None and job.version < task.version:
+            # an older payload reaches the handler upgraded, as in the worker (runtime/flow.py)
+            payload = versions.upgrade_payload(job.queue, payload, job.version, task.version, task.upgrade)
+        if task.wants_job:
+            assert job.priority is not None and job.run_at is not None
+            assert job.created_at is not None and job.started_at is not None
+            context = JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
+                                 job.created_at, job.started_at, job.unique_key, worker_id)
+            result = task.func(payload, job=context)
+        else:
+            result = task.func(payload)
+        if task.is_async:
+            result = _await(result)  # the worker awaits it on its own loop; here, on one of drain's
+        outcomes.check_result(job, result)
+        return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
+    except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
+        outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
+        hooks.failed(job, exc, outcome)
+        return outcome
+
+
+def _await(coroutine: Any) -> Any:
+    """Run an `async def` handler's coroutine to its end: on a new event loop, or, when the caller is
+    itself inside one (an async test), on a new loop in a thread, since a running loop cannot be re-entered."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def enqueued_jobs(queue: str | None = None, conn: psycopg.Connection | None = None, *,
+                  include_scheduled: bool = True) -> list[EnqueuedJob]:
+    """The queued jobs (of `queue`, or all), oldest first; without `include_scheduled`, only ready ones."""
+    with _connection(conn) as db:
+        rows = db.execute(
+            """SELECT id, queue, payload, priority, run_at, attempts, max_attempts, unique_key
+                 FROM jobs
+                WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+                  AND (%(scheduled)s OR run_at <= now())
+                ORDER BY id""", {"queue": queue, "scheduled": include_scheduled}).fetchall()
+    return [EnqueuedJob(*row) for row in rows]
+
+
+def _contains(payload: Any, subset: Any) -> bool:
+    """True when every key of `subset` is in `payload` with an equal (or, for dicts, containing) value."""
+    if isinstance(subset, dict):
+        return isinstance(payload, dict) and all(k in payload and _contains(payload[k], v) for k, v in subset.items())
+    return bool(payload == subset)
+
+
+def assert_enqueued(queue: str, payload_subset: Any = None, conn: psycopg.Connection | None = None, *,
+                    count: int | None = None) -> list[EnqueuedJob]:
+    """Fail unless a queued job of `queue` has a payload containing `payload_subset` (a dict's keys
+    are matched recursively, any other value exactly; None matches any). With `count`, exactly that
+    many must match. Returns the matching jobs.
+    """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
+    queued = enqueued_jobs(queue, conn)
+    matching = [j for j in queued if payload_subset is None or _contains(j.payload, payload_subset)]
+    if (count is None and matching) or (count is not None and len(matching) == count):
+        return matching
+    seen = "\n".join(f"  #{j.id} {j.payload!r}" for j in queued[:20]) or "  (none)"
+    wanted = "a job" if count is None else f"{count} job(s)"
+    raise AssertionError(f"expected {wanted} in queue {queue!r} with payload containing {payload_subset!r}, "
+                         f"found {len(matching)} matching; queued in {queue!r}:\n{seen}")
+
+
+# ---- the pytest plugin -----------------------------------------------------------------------
+
+
+def _with_database(url: str, name: str) -> str:
+    return make_conninfo(url, dbname=name)
+
+
+@pytest.fixture(scope="session")
+def skiplock_database_url() -> Iterator[str]:
+    """A migrated database for this session; DATABASE_URL points at it meanwhile (see the module doc)."""
+    given = os.environ.get("SKIPLOCK_TEST_DATABASE_URL")
+    server = os.environ.get("SKIPLOCK_TEST_SERVER_URL") or os.environ.get("DATABASE_URL")
+    created: str | None = None
+    if given:
+        url = given
+    elif server:
+        created = f"skiplock_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        with psycopg.connect(_with_database(server, "postgres"), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{created}"')
+        url = _with_database(server, created)
+    else:
+        raise pytest.UsageError("skiplock.testing needs a PostgreSQL server: set DATABASE_URL (a test "
+                                "database is created on its server) or SKIPLOCK_TEST_DATABASE_URL")
+    previous = os.environ.get("DATABASE_URL")
+    close_default_pool()  # a producer pool opened before points at the old DATABASE_URL
+    os.environ["DATABASE_URL"] = url
+    try:
+        apply_migrations(url)
+        yield url
+    finally:
+        close_default_pool()
+        if previous is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = previous
+        if created is not None and server:
+            with psycopg.connect(_with_database(server, "postgres"), autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)')
+
+
+@pytest.fixture
+def skiplock_db(skiplock_database_url: str) -> str:
+    """The session's database with every table but the migration record emptied, for this test."""
+    with psycopg.connect(skiplock_database_url, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute(
+            """SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+                WHERE schemaname = current_schema() AND tablename <> 'skiplock_migrations'""")]
+        if tables:
+            # one statement: TRUNCATE of related tables together needs no ordering
+            conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    return skiplock_database_url
+
+
+@pytest.fixture
+def skiplock_conn(skiplock_db: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to the emptied test database."""
+    with psycopg.connect(skiplock_db, autocommit=True) as conn:
+        yield conn
