@@ -15,7 +15,8 @@ def test_quiet_then_stop_a_worker_from_the_console(admin: Any, conn: Any, spawn_
     worker = spawn_worker(SKIPLOCK_QUEUES="t1")
     wait_for(lambda: scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (first,)) == "running",
              timeout=60, message="the first job to run")
-    wid = scalar(conn, "SELECT id FROM workers")
+    # a worker may claim its first job before its row is written (it registers at its first heartbeat)
+    wid = wait_for(lambda: scalar(conn, "SELECT id FROM workers"), timeout=30, message="the worker's row")
     html = admin.get("/workers/").get_data(as_text=True)
     assert f'href="/running/?worker={wid}"' in html.replace("%3A", ":")
 

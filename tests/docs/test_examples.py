@@ -46,8 +46,9 @@ def _as_url(conninfo: str) -> str:
 @pytest.fixture
 def clean_registries() -> Iterator[None]:
     """Empty handler, recurring and hook registries for one page; the previous ones put back after."""
-    from skiplock import hooks, recurring_defs
+    from skiplock.core.features import hooks  # the registries themselves, not the public re-exports
     from skiplock.core.registry import REGISTRY
+    from skiplock.services import recurring_defs
 
     state: list[Any] = [REGISTRY._tasks, recurring_defs.DEFINITIONS, hooks._ON_FAILURE, hooks._ON_DEAD,
                         hooks._QUEUE_ON_FAILURE, hooks._QUEUE_ON_DEAD]
