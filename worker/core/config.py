@@ -225,6 +225,8 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_LOGIN_MAX_FAILURES", "SKIPLOCK_LOGIN_LOCKOUT_SECONDS",
     "SKIPLOCK_DATABASES",  # skiplock.core.databases: the console over several databases, doctor --all
     "SKIPLOCK_MIGRATE_ALLOW_CHANGED",  # the migrator's override for changed applied migrations (core/migrate.py)
+    # the skiplock.testing plugin's (testing.py): a worker a user's test session starts inherits them
+    "SKIPLOCK_TEST_SERVER_URL", "SKIPLOCK_TEST_DATABASE_URL",
 }
 
 
