@@ -301,6 +301,13 @@ def markdown(facts: dict[str, Any], results: dict[str, Any]) -> str:
         cells = [spread([r["load1_start"] for runs in systems.values() for r in runs])]
         cells += [spread(_values(systems, n, f"p{q}_ms")) for n in SYSTEMS for q in (50, 95, 99)]
         lines.append(f"| {rtt} | " + " | ".join(cells) + " |")
+    lines += ["", "From the enqueue call's return instead (the producer's own INSERT and commit left out: the "
+              "pickup alone), in ms:", "",
+              "| RTT (ms) | " + " | ".join(f"{short[n]} p50 | p99" for n in SYSTEMS) + " |",
+              "|" + "---|" * (1 + 2 * len(SYSTEMS))]
+    for rtt, systems in results.items():
+        cells = [spread(_values(systems, n, f"p{q}_return_ms")) for n in SYSTEMS for q in (50, 99)]
+        lines.append(f"| {rtt} | " + " | ".join(cells) + " |")
     lines += ["", "Ratios within each run (peer / skiplock), measured RTT (median SELECT 1 or PING through the proxy) "
               "and round trips per job (every worker turn through the proxy during the point):", "",
               "| RTT (ms) | PgQueuer p50 / skiplock | Celery p50 / skiplock | PgQueuer p99 / skiplock | "
@@ -331,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtts", default="0,proxy+0,0.5,1,2,5")
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 s per point, one rep")
+    parser.add_argument("--name", default="", help="the result files' name (default network_latency, "
+                        "network_latency_<rate> when --rate is not 20)")
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.reps = 3.0, 1
@@ -349,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     facts["load_end"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "network_latency_quick" if args.quick else "network_latency"
+    name = args.name or ("network_latency" + ("_quick" if args.quick else "")
+                         + ("" if args.rate == 20 else f"_{args.rate:g}"))
     (out / f"{name}.json").write_text(json.dumps({"facts": facts, "results": results}, indent=1))
     (out / f"{name}.md").write_text(markdown(facts, results))
     print((out / f"{name}.md").read_text())
