@@ -105,7 +105,10 @@ def connection(primary: bool = False) -> Iterator[psycopg.Connection]:
 
 
 def close_app(app: Flask) -> None:
-    """Close the app's pool (tests, and processes that build throwaway apps)."""
+    """Close the app's pool (tests, and processes that build throwaway apps); over several databases
+    (SKIPLOCK_DATABASES, or the mount's databases=), every database's console's pool too."""
+    for console in app.extensions.pop("skiplock_consoles", {}).values():  # skiplock.webapp.databases.CONSOLES
+        close_app(console)
     read = app.extensions.pop(READ_EXTENSION, None)
     if read is not None:
         read.close()

@@ -95,11 +95,15 @@ def server_version() -> str:
 
 
 @contextlib.contextmanager
-def workers(processes: int, pool: str = "solo", concurrency: int = 1, probe_port: int = 0) -> Iterator[None]:
-    """Start `processes` Celery workers on QUEUE, wait until each consumes, SIGTERM them at the end."""
+def workers(processes: int, pool: str = "solo", concurrency: int = 1, probe_port: int = 0,
+            broker: str | None = None) -> Iterator[None]:
+    """Start `processes` Celery workers on QUEUE, wait until each consumes, SIGTERM them at the end.
+
+    `broker`: the workers' own address of the same Redis (network_latency.py: through a delay proxy);
+    this process keeps BROKER for its producer and its polls."""
     client = redis_client()
     client.delete(READY_KEY)
-    env = {**os.environ, "BENCH_CELERY_BROKER": BROKER, "BENCH_PROBE_PORT": str(probe_port)}
+    env = {**os.environ, "BENCH_CELERY_BROKER": broker or BROKER, "BENCH_PROBE_PORT": str(probe_port)}
     procs = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.benchmarks.celery_peer", "worker",
                                f"--pool={pool}", f"--concurrency={concurrency}", "-Q", QUEUE,
                                "-n", f"bench{i}@%h",  # two workers on one host need distinct node names

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+REPORT_VARIABLE = "FAULT_REPORT"  # a file that record() appends each scenario's books to, as a JSON line
 # Filled by record(); printed by tests/fault/conftest.py at the end of the session.
 RESULTS: list[dict[str, Any]] = []
 
@@ -85,11 +86,14 @@ def audit(conn: psycopg.Connection, scenario: str, ids: list[int], *, effects: b
 
 
 def record(books: Books, **extra: Any) -> Books:
-    """Keep the figures for the session summary (and $SKIPLOCK_FAULT_REPORT as JSON lines)."""
+    """Keep the figures for the session summary (and $FAULT_REPORT as JSON lines)."""
     books.extra.update(extra)
     RESULTS.append({"scenario": books.scenario, **asdict(books)})
     print(books.line())
-    path = os.environ.get("SKIPLOCK_FAULT_REPORT")
+    # Not a SKIPLOCK_* name: load_settings refuses any SKIPLOCK_* name it does not know, and the test
+    # process reads its settings too (every enqueue does). As SKIPLOCK_FAULT_REPORT, setting it made
+    # each scenario's first enqueue fail with "unknown setting SKIPLOCK_FAULT_REPORT".
+    path = os.environ.get(REPORT_VARIABLE)
     if path:
         with open(path, "a") as out:
             out.write(json.dumps({k: v for k, v in asdict(books).items()}, default=str) + "\n")

@@ -23,8 +23,9 @@ def who_may_see_jobs(req: Request) -> tuple[str, str] | None:
     return ("admin" if USERS[user] else "readonly"), user
 
 
-def build_host(database_url: str) -> Flask:
-    """A small Flask app with a session login at /login?user=..., and the console under PREFIX."""
+def build_host(database_url: str | None = None, *, databases: str | dict[str, str] | None = None) -> Flask:
+    """A small Flask app with a session login at /login?user=..., and the console under PREFIX
+    (over one database, or over several with `databases`)."""
     app = Flask("host_app")
     app.secret_key = "host-secret"
 
@@ -37,7 +38,7 @@ def build_host(database_url: str) -> Flask:
         session["user"] = request.values.get("user", "")
         return redirect(PREFIX + "/", 303)
 
-    mount(app, PREFIX, authorize=who_may_see_jobs, database_url=database_url)
+    mount(app, PREFIX, authorize=who_may_see_jobs, database_url=database_url, databases=databases)
     return app
 
 

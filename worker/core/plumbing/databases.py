@@ -9,33 +9,54 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
+
+import psycopg.conninfo
 
 from skiplock.core.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
-def parse_databases(spec: str) -> dict[str, str]:
+def parse_databases(spec: str, source: str = "SKIPLOCK_DATABASES") -> dict[str, str]:
     """'orders=postgresql://a/x,billing=postgresql://b/y' -> {"orders": ..., "billing": ...}.
+
+    `source` names the input in error messages (the mount's `databases=` reads the same syntax).
 
     >>> parse_databases("orders=postgresql://db1/orders, billing=postgresql://db2/billing?sslmode=require")
     {'orders': 'postgresql://db1/orders', 'billing': 'postgresql://db2/billing?sslmode=require'}
     """
-    found: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
     for item in (part.strip() for part in spec.split(",")):
         if not item:
             continue
         name, sep, url = item.partition("=")
-        name, url = name.strip(), url.strip()
-        if not sep or not url:
-            raise ConfigError(f"SKIPLOCK_DATABASES: {item!r} is not name=url")
-        if not NAME.match(name):
-            raise ConfigError(f"SKIPLOCK_DATABASES: {name!r} is not a name (letters, digits, '-', '_')")
+        if not sep or not url.strip():
+            raise ConfigError(f"{source}: {item!r} is not name=url")
+        pairs.append((name.strip(), url.strip()))
+    return check_databases(pairs, source)
+
+
+def check_databases(pairs: Iterable[tuple[str, str]], source: str) -> dict[str, str]:
+    """The rules every list of databases follows, whichever way it was given: each name a short label
+    (letters, digits, '-', '_'), named once, each URL a PostgreSQL connection string; at least one."""
+    found: dict[str, str] = {}
+    for name, url in pairs:
+        if not isinstance(name, str) or not NAME.match(name):
+            raise ConfigError(f"{source}: {name!r} is not a name (letters, digits, '-', '_')")
         if name in found:
-            raise ConfigError(f"SKIPLOCK_DATABASES: {name!r} is named twice")
-        found[name] = url
+            raise ConfigError(f"{source}: {name!r} is named twice")
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigError(f"{source}: {name!r} has no URL")
+        try:
+            psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            # caught here, naming the database, rather than when its console first opens a pool
+            first_line = str(exc).splitlines()[0] if str(exc) else "unparseable"
+            raise ConfigError(f"{source}: {name}'s URL is not a PostgreSQL connection string: {first_line}") from None
+        found[name] = url.strip()
     if not found:
-        raise ConfigError("SKIPLOCK_DATABASES is empty: give name=url pairs separated by commas")
+        raise ConfigError(f"{source} is empty: give name=url pairs separated by commas")
     return found
 
 
