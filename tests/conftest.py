@@ -265,7 +265,9 @@ FAST_KINDS = ("tests/unit/", "tests/integration/", "tests/console/")
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m fast` must see the marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the edit-test loop's subset `fast` (`python -m pytest -m fast`): the unit, integration and
-    console tests not marked slow (those start several worker processes, or build and install the wheel).
+    console tests not marked slow (those start several worker processes, or build and install the wheel)
+    and that start no worker process (`spawn_worker`: each waits seconds for a real worker's start,
+    heartbeats and stop; the full run has them, as do the fault scenarios).
 
     Browser tests run last. Playwright's sync API keeps an event loop running in the main thread
     from the first browser test until the session ends, and then asyncio.run() and Django's
@@ -273,7 +275,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest-xdist each worker gets the tests in this order too, so there as well they come last."""
     for item in items:
         path = item.nodeid.replace("\\", "/")
-        if path.startswith(FAST_KINDS) and item.get_closest_marker("slow") is None:
+        if (path.startswith(FAST_KINDS) and item.get_closest_marker("slow") is None
+                and "spawn_worker" not in getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.fast)
     items.sort(key=_drives_a_browser)
 
