@@ -778,6 +778,30 @@ CREATE TABLE public.job_stats (
 WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.05');
 
 --
+-- Name: job_stats_hourly; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stats_hourly (
+    hour timestamp with time zone NOT NULL,
+    queue text NOT NULL,
+    completed bigint DEFAULT 0 NOT NULL,
+    retried bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    reaped bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: job_stats_rollup; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stats_rollup (
+    one boolean DEFAULT true NOT NULL,
+    until timestamp with time zone NOT NULL,
+    CONSTRAINT job_stats_rollup_one_check CHECK (one)
+);
+
+--
 -- Name: job_stats_totals; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1150,11 +1174,25 @@ ALTER TABLE ONLY public.job_runtimes
     ADD CONSTRAINT job_runtimes_pkey PRIMARY KEY (minute, queue, worker_id);
 
 --
+-- Name: job_stats_hourly job_stats_hourly_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stats_hourly
+    ADD CONSTRAINT job_stats_hourly_pkey PRIMARY KEY (hour, queue);
+
+--
 -- Name: job_stats job_stats_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.job_stats
     ADD CONSTRAINT job_stats_pkey PRIMARY KEY (minute, queue, worker_id);
+
+--
+-- Name: job_stats_rollup job_stats_rollup_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stats_rollup
+    ADD CONSTRAINT job_stats_rollup_pkey PRIMARY KEY (one);
 
 --
 -- Name: job_stats_totals job_stats_totals_pkey; Type: CONSTRAINT; Schema: public; Owner: -

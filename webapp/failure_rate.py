@@ -25,6 +25,20 @@ SELECT date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS bucket,
  GROUP BY 1
 """
 
+# The same for buckets of whole hours (7 d): the hourly rollup up to its watermark, then job_stats'
+# minutes (page_queries.STATS_RANGE_HOURLY says why; migration 033).
+QUEUE_FAILURES_HOURLY = """
+SELECT date_bin(make_interval(secs => %(bucket)s), t, %(start)s) AS bucket,
+       sum(runs)::bigint AS runs, sum(failures)::bigint AS failures
+  FROM (SELECT hour AS t, completed + retried + failed + dead AS runs, retried + dead AS failures
+          FROM job_stats_hourly
+         WHERE queue = %(queue)s AND hour >= %(start)s AND hour < (SELECT until FROM job_stats_rollup)
+        UNION ALL
+        SELECT minute, completed + retried + failed + dead, retried + dead FROM job_stats
+         WHERE queue = %(queue)s AND minute >= greatest(%(start)s, (SELECT until FROM job_stats_rollup))) s
+ GROUP BY 1
+"""
+
 
 @dataclass(frozen=True)
 class FailureRate:
@@ -49,8 +63,9 @@ def for_queue(conn: psycopg.Connection, queue: str, span: str = "1h") -> Failure
     buckets = buckets_of(now, span)
     index = {b: i for i, b in enumerate(buckets)}
     counts = [(0, 0)] * len(buckets)
-    for bucket, runs, failures in conn.execute(QUEUE_FAILURES, {"bucket": RANGES[span][1], "start": buckets[0],
-                                                                 "queue": queue}):
+    seconds = RANGES[span][1]
+    sql = QUEUE_FAILURES_HOURLY if seconds % 3600 == 0 else QUEUE_FAILURES
+    for bucket, runs, failures in conn.execute(sql, {"bucket": seconds, "start": buckets[0], "queue": queue}):
         i = index.get(bucket)
         if i is not None:
             counts[i] = (int(failures), int(runs))

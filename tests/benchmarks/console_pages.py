@@ -1,24 +1,30 @@
 """Console page timings on a big table (not a test: run it by hand, it takes a few minutes).
 
     python tests/benchmarks/console_pages.py [--admin-url postgresql://postgres@127.0.0.1:5432/postgres]
-                                             [--requests 20] [--keep]
+                                             [--requests 20] [--keep] [--json PATH] [--pages REGEX]
 
 Builds a scratch database with 1,000,000 queued (ready, over 4 queues and 3 priorities, plus
-some scheduled), 100,000 dead (a handful of error kinds) and 1,000 running jobs with generate_series
-INSERTs, and a workflow through the public API (1 -> 10,000 -> 1, the 10,000 a batch; its root run
-and 2,000 of the 10,000 drained, so the DAG holds three states), then requests each console page
-through the Flask test client (in process, so the time is the server's: routing, SQL, templates)
-and prints p50/p95 per page. Nothing is asserted. `--only-workflow` builds the workflow alone.
+some scheduled), 100,000 dead (a handful of error kinds; 1,000 of them with 20 recorded attempts)
+and 1,000 running jobs on 50 workers with generate_series INSERTs, 200 recurring schedules with their
+last 10 fires, 7 days of per-minute job_stats from 15 workers for 4 queues (604,800 rows) and a day
+of run-time histograms, and a workflow through the public API (1 -> 10,000 -> 1, the 10,000 a batch;
+its root run and 2,000 of the 10,000 drained, so the DAG holds three states). After VACUUM ANALYZE and
+one pass of the pruner (it rolls job_stats up per hour, as a worker's pruner does every minute), it
+requests each console page through the Flask test client (in process, so the time is the server's:
+routing, SQL, templates) and prints p50/p95 per page, with the CPU time of this process and the
+console's database backends per request. Nothing is asserted. `--only-workflow` builds the workflow alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +34,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from skiplock.core.features import stats_rollup
 from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
@@ -57,17 +64,45 @@ BUILD = [
                      'lease expired: worker w-1 stopped heartbeating during attempt 20'])[1 + g % 5]
               || E'\\nTraceback (most recent call last):\\n  File "app/tasks.py", line 42, in handler\\n'
          FROM generate_series(1, 100000) g""",
-    # 1,000 running on 10 workers
+    # 1,000 running on 50 workers
     """INSERT INTO jobs (queue, status, attempts, payload, started_at, lease_until, worker_id)
        SELECT (ARRAY['emails','webhooks'])[1 + g % 2], 'running', 1, jsonb_build_object('n', g),
-              now() - make_interval(secs => g), now() + interval '30 seconds', 'w-' || (g % 10)
+              now() - make_interval(secs => g), now() + interval '30 seconds', 'w-' || (g % 50)
          FROM generate_series(1, 1000) g""",
     """INSERT INTO workers (id, host, pid, queues, concurrency, in_flight)
-       SELECT 'w-' || g, 'host-' || g, 1000 + g, ARRAY['emails','webhooks'], 100, 100 FROM generate_series(0, 9) g""",
-    # an hour of per-minute stats
-    """INSERT INTO job_stats (minute, queue, worker_id, completed, dead)
-       SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-0', 1000 + m, m % 3
-         FROM generate_series(0, 59) m, unnest(ARRAY['emails','reports','webhooks','images']) q""",
+       SELECT 'w-' || g, 'host-' || g, 1000 + g, ARRAY['emails','webhooks','reports','images'], 20, 20
+         FROM generate_series(0, 49) g""",
+    # 7 days of per-minute outcome counts from 15 workers for 4 queues (604,800 rows, as the workers
+    # leave job_stats at the default SKIPLOCK_STATS_RETENTION of 8 days), with a failure rate that
+    # varies by queue and hour, so the failure-rate chart has bars of every height to draw
+    """INSERT INTO job_stats (minute, queue, worker_id, completed, retried, failed, dead)
+       SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-' || w,
+              50 + (m + w) % 40, (m / 60 + w + length(q)) % 7, (m + w) % 50 / 49, (m / 60 + length(q)) % 11 / 10
+         FROM generate_series(0, 7 * 1440 - 1) m, unnest(ARRAY['emails','reports','webhooks','images']) q,
+              generate_series(0, 14) w""",
+    # 200 recurring schedules, each with its last 10 fires (the Recurring page shows a schedule's last runs)
+    """INSERT INTO recurring_schedules (name, queue, kind, schedule, last_fire_at, next_fire_at)
+       SELECT 'schedule-' || g, (ARRAY['emails','reports','webhooks','images'])[1 + g % 4], 'interval',
+              (300 + g)::text, now() - make_interval(secs => g), now() + make_interval(secs => 300)
+         FROM generate_series(1, 200) g""",
+    # (a tenth of the schedules' newest run is a dead job; the other runs' jobs succeeded and are gone)
+    """INSERT INTO recurring_slots (name, fire_at, job_id, enqueued_at)
+       SELECT 'schedule-' || g, now() - make_interval(secs => g + 300 * k),
+              CASE WHEN k = 0 AND g % 10 = 0 THEN d.first + g ELSE 5000000 + g * 10 + k END,
+              now() - make_interval(secs => g + 300 * k)
+         FROM generate_series(1, 200) g, generate_series(0, 9) k,
+              (SELECT min(id) AS first FROM jobs WHERE status = 'dead') d""",
+    # 1,000 dead jobs with the attempt history a worker records (jobs.attempt_errors, the last 20 runs),
+    # which the dead job page's timeline draws
+    """UPDATE jobs SET attempt_errors = (
+           SELECT jsonb_agg(jsonb_build_object(
+                      'attempt', a, 'worker', 'w-' || (a % 50), 'duration_ms', 30000.0 + a,
+                      'started', finished_at - make_interval(secs => 3600 * (20 - a) + 30),
+                      'at', finished_at - make_interval(secs => 3600 * (20 - a)),
+                      'error', 'TimeoutError: upstream took longer than 30s' ||
+                               E'\\nTraceback (most recent call last):\\n  File "app/tasks.py", line 42') ORDER BY a)
+             FROM generate_series(1, 20) a)
+        WHERE id IN (SELECT id FROM jobs WHERE status = 'dead' ORDER BY id LIMIT 1000)""",
     # a day of per-minute run-time histograms (migration 028) from the 10 workers for 4 queues
     """INSERT INTO job_runtimes (minute, queue, worker_id, counts, total, sum_s, max_s)
        SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 'w-' || w,
@@ -126,7 +161,12 @@ def build(admin_url: str, only_workflow: bool = False) -> tuple[str, dict[str, i
             conn.execute(sql)
             print(f"  built in {time.perf_counter() - started:5.1f}s: {sql.split()[2]} {' '.join(sql.split()[3:6])}...",
                   flush=True)
-        conn.execute("VACUUM ANALYZE jobs")
+        # every table, as autovacuum would have by now (job_stats' plans need its statistics)
+        conn.execute("VACUUM ANALYZE")
+        # the hourly rollup of job_stats (migration 033) that the workers' pruner keeps
+        while stats_rollup.roll_up(conn):
+            pass
+        conn.execute("VACUUM ANALYZE job_stats_hourly")
     return url, wf
 
 
@@ -147,11 +187,18 @@ def pages(url: str, error: str = "TimeoutError: upstream took longer than 30s") 
     """(label, path, extra request kwargs) for every page worth timing; `error`: a dead letters group."""
     with psycopg.connect(url) as conn:
         dead_id = conn.execute("SELECT id FROM jobs WHERE status = 'dead' LIMIT 1").fetchone()[0]  # type: ignore[index]
+        # a dead job with 20 recorded attempts: the longest timeline a job page draws
+        timeline_id = conn.execute("SELECT max(id) FROM jobs WHERE status = 'dead' AND attempt_errors IS NOT NULL"
+                                   ).fetchone()[0]  # type: ignore[index]
     hx = {"headers": {"HX-Request": "true"}}
     return [
         ("overview", "/", {}),
         ("overview fragment (poll)", "/", hx),
+        ("overview 24h", "/?range=24h", {}),
+        ("overview 7d", "/?range=7d", {}),
         ("queue emails ready p1", "/queues/emails?status=ready", {}),
+        ("queue emails, failure rate 24h", "/queues/emails?range=24h", {}),
+        ("queue emails, failure rate 7d", "/queues/emails?range=7d", {}),
         ("queue emails scheduled", "/queues/emails?status=scheduled", {}),
         ("queue emails running", "/queues/emails?status=running", {}),
         ("queue emails dead", "/queues/emails?status=dead", {}),
@@ -163,12 +210,33 @@ def pages(url: str, error: str = "TimeoutError: upstream took longer than 30s") 
         ("dead letters one error", "/dead/?" + urlencode({"window": "all", "error": error}), {}),
         ("dead groups fragment", "/dead/?window=7d", hx),
         ("job detail", f"/jobs/{dead_id}", {}),
+        ("dead job, timeline of 20 attempts", f"/jobs/{timeline_id}", {}),
         ("workers", "/workers/", {}),
         ("run times 1h", "/runtimes/", {}),
         ("run times 24h", "/runtimes/?range=24h", {}),
         ("what changed (fragment)", "/changed/", hx),
         ("recurring", "/recurring/", {}),
+        ("health", "/health", {}),
+        ("audit", "/audit/", {}),
         ("healthz", "/healthz", {}),
+    ]
+
+
+def search_pages(url: str) -> list[tuple[str, str, dict]]:
+    """The search page (/search/, issue 36: p95 < 300 ms) with the filters an operator types most."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT id, unique_key, payload->>'to' FROM jobs WHERE queue = 'emails' "
+                           "AND unique_key IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET 5000").fetchone()
+    assert row is not None
+    job_id, unique_key, to = row
+    return [
+        ("search: empty form", "/search/", {}),
+        ("search: id", f"/search/?id={job_id}", {}),
+        ("search: payload to = one address", "/search/?" + urlencode({"path": "to", "value": f'"{to}"'}), {}),
+        ("search: unique key", "/search/?" + urlencode({"unique_key": unique_key}), {}),
+        ("search: error text (1/5 of dead)", "/search/?" + urlencode({"error": "SMTPServerDisconnected"}), {}),
+        ("search: queue + state dead", "/search/?queue=webhooks&state=dead", {}),
+        ("search: state running", "/search/?state=running", {}),
     ]
 
 
@@ -222,6 +290,44 @@ def time_page_cpu(client: Any, path: str, extra: dict, requests: int,
     return sorted(times), sorted(cpus)
 
 
+def _heartbeats(url: str) -> threading.Event:
+    """The 50 workers' heartbeats (every 5 s, as live workers write them), until the returned event is set:
+    without them every worker turns stale 30 s in, and Health and the overview time a fleet of dead workers."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while True:
+                conn.execute("UPDATE workers SET last_seen = now()")
+                if stop.wait(5.0):
+                    return
+
+    threading.Thread(target=beat, daemon=True, name="heartbeats").start()
+    return stop
+
+
+def _write_json(path: Path, results: list[dict[str, Any]], load_start: tuple[float, ...], requests: int) -> None:
+    """The timings with what they were measured on: a figure without its load says little on a shared machine."""
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+        counts: dict[str, int] = dict(conn.execute("SELECT 'job_stats', count(*) FROM job_stats UNION ALL "
+                                   "SELECT 'workers', count(*) FROM workers UNION ALL "
+                                   "SELECT 'recurring_schedules', count(*) FROM recurring_schedules").fetchall())
+    path.write_text(json.dumps({
+        "command": "python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": f"{os.cpu_count()} cores, PostgreSQL {server.split()[0]}, private cluster, shared with other work",
+        "load_average_start": [round(x, 1) for x in load_start],
+        "load_average_end": [round(x, 1) for x in os.getloadavg()],
+        "requests_per_page": requests,
+        "rows": counts,
+        "note": "wall times include waiting for a core on a loaded machine; cpu is this process + the console's "
+                "PostgreSQL backends per request",
+        "pages": results,
+    }, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
@@ -229,6 +335,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database afterwards")
     parser.add_argument("--reuse", action="store_true", help="reuse an existing scratch database")
     parser.add_argument("--only-workflow", action="store_true", help="build and time the workflow pages alone")
+    parser.add_argument("--pages", default="", help="time only the pages whose label matches this regex")
+    parser.add_argument("--json", metavar="PATH", help="also write the results (with load and command) here")
     args = parser.parse_args()
 
     print(f"building {DB} ({'' if args.only_workflow else '1,000,000 queued + 100,000 dead + 1,000 running + '}"
@@ -239,17 +347,29 @@ def main() -> int:
         wf = build_workflow(url)
     else:
         url, wf = build(args.admin_url, args.only_workflow)
+    heartbeats = _heartbeats(url)
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "ACCOUNTS": [Account("bench", "admin", "pw")]})
     client = app.test_client()
     auth = ("bench", "pw")
-    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
-    print(f"\n{'page':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'cpu p50':>8} {'cpu p95':>8}")
+    load_start = os.getloadavg()
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in load_start)} on {os.cpu_count()} cores")
+    print(f"\n{'page':38} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'cpu p50':>8} {'cpu p95':>8}")
+    results = []
     try:
-        for label, path, extra in workflow_pages(wf) + ([] if args.only_workflow else pages(url)):
+        timed = workflow_pages(wf) + ([] if args.only_workflow else pages(url) + search_pages(url))
+        for label, path, extra in timed:
+            if not re.search(args.pages, label):
+                continue
             times, cpus = time_page_cpu(client, path, extra, args.requests, url)
-            print(f"{label:34} {statistics.median(times):8.1f} {p95(times):8.1f} {times[-1]:8.1f} "
-                  f"{statistics.median(cpus):8.1f} {p95(cpus):8.1f}", flush=True)
-        if args.only_workflow:
+            row = {"page": label, "path": path, "htmx": bool(extra), "p50_ms": statistics.median(times),
+                   "p95_ms": p95(times), "max_ms": times[-1], "cpu_p50_ms": statistics.median(cpus),
+                   "cpu_p95_ms": p95(cpus)}
+            results.append({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()})
+            print(f"{label:38} {row['p50_ms']:8.1f} {row['p95_ms']:8.1f} {row['max_ms']:8.1f} "
+                  f"{row['cpu_p50_ms']:8.1f} {row['cpu_p95_ms']:8.1f}", flush=True)
+        if args.json:
+            _write_json(Path(args.json), results, load_start, args.requests)
+        if args.only_workflow or args.pages:
             return 0
         # the confirmation of "purge all matching" counts the set it will act on
         token_client = app.test_client()
@@ -266,6 +386,7 @@ def main() -> int:
               f"{times[-1]:8.1f}")
         assert response.status_code == 200 and b"Purge 100,000 jobs?" in response.data, response.status_code
     finally:
+        heartbeats.set()
         close_app(app)
         if not args.keep:
             with psycopg.connect(args.admin_url, autocommit=True) as conn:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.browser.conftest import log_in
 from tests.console.test_dead_groups_from_a_worker import _worker_made_dead_jobs
+from tests.support.helpers import scalar
 
 # the elements that stick out, to say what to fix when a page is too wide
 WIDEST = """() => Array.from(document.querySelectorAll('body *'))
@@ -37,3 +38,28 @@ def test_pages_fit_a_phone_and_the_nav_says_where_you_are(page: Any, console: An
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
     page.keyboard.press("Enter")
     assert page.evaluate("document.activeElement.id") == "main"
+
+
+# the right edge of every shown cell of a jobs table's first row, and the labels of those cells
+FIRST_ROW_CELLS = """() => Array.from(document.querySelectorAll('table.jobs tbody tr:first-child td'))
+  .filter(td => td.offsetParent !== null)
+  .map(td => [td.dataset.label, Math.round(td.getBoundingClientRect().right)])"""
+
+
+def test_job_lists_are_cards_on_a_phone_with_every_cell_on_screen(page: Any, console: Any, conn: Any,
+                                                                  spawn_worker: Any) -> None:
+    # a search's results and a queue's job list share templates/_jobs_table.html; in a box that scrolled
+    # sideways, a phone showed id, queue, status and priority, and the error and payload were off screen
+    _worker_made_dead_jobs(conn, spawn_worker)
+    log_in(page, console)
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/search/?queue=orders&state=dead", "/queues/orders?status=dead"):
+        page.goto(console.url + path)
+        page.wait_for_selector("table.jobs tbody tr")
+        cells = page.evaluate(FIRST_ROW_CELLS)
+        labels = [label for label, _ in cells]
+        assert {"id", "status", "attempts", "last error", "payload"} <= set(labels), (path, labels)
+        assert "tenant" not in labels  # no tenant: the empty cell is left out of the card
+        assert all(right <= 390 for _, right in cells), (path, cells)
+        error = page.locator("table.jobs tbody tr:first-child td[data-label='last error']").inner_text()
+        assert error == scalar(conn, "SELECT error_headline FROM jobs WHERE status = 'dead' ORDER BY id DESC LIMIT 1")

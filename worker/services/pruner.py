@@ -9,7 +9,7 @@ from functools import partial
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes, statements
-from skiplock.core.features import audit, payload_edit, run_times
+from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 
@@ -48,6 +48,10 @@ class Pruner:
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
             # payload edits (migration 032) are the audit's evidence: kept as long
             total += self._in_batches(lambda n: payload_edit.prune(conn, self.settings.audit_retention, n))
+            # closed hours of per-minute stats summed for the console's 7-day charts (migration 033),
+            # before the minutes past retention go; sums of rows counted below, so not counted again
+            stats_rollup.roll_up(conn)
+            self._in_batches(lambda n: stats_rollup.prune(conn, self.settings.stats_retention, n))
             # per-minute stats past SKIPLOCK_STATS_RETENTION fold into per-queue totals
             total += self._in_batches(lambda n: state_changes.prune_stats(conn, self.settings.stats_retention, n))
             # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died
