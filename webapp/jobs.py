@@ -46,7 +46,7 @@ def render_job(jid: int, edit_form: edit_retry.EditForm | None = None, code: int
         if job is None:
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
             if gone is None or not (gone["has_result"] or gone["linked"]):
-                abort(404, f"No job {jid}: it never existed, or it finished and was deleted (or purged).")
+                abort(404, _gone_reason(conn, jid))
             return page("job_gone.html", "_job_gone.html", job=gone, links=links)
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
@@ -120,3 +120,15 @@ def act(job_id: str, action: str) -> ResponseReturnValue:
     if action == "purge" and changed:
         return redirect(url_for("dead.index"), 303)
     return redirect(url_for("jobs.show", job_id=jid), 303)
+
+
+def _gone_reason(conn: Any, jid: int) -> str:
+    """Why a job's page has nothing to show. After "Edit and retry" an operator comes back to the page of
+    the job they fixed: it usually succeeded, and the default history mode deletes a succeeded job."""
+    edits = payload_edit.edits_of(conn, jid)
+    if edits:
+        last = edits[-1]
+        return (f"Job {jid} is gone: {last['actor']} edited and retried it ({last['at']:%Y-%m-%d %H:%M:%S %Z}), "
+                "and it has finished since. A succeeded job is deleted unless SKIPLOCK_HISTORY_MODE keeps it; "
+                "the edit, with both payloads, is on the Audit page.")
+    return f"No job {jid}: it never existed, or it finished and was deleted (or purged)."

@@ -83,6 +83,26 @@ def test_an_edited_dead_job_runs_with_its_new_payload_and_keeps_the_original(adm
     assert 'id="edit-payload"' not in page  # succeeded: nothing to edit
 
 
+def test_after_an_edit_the_succeeded_and_deleted_job_says_where_its_edit_is(admin: Any, conn: Any,
+                                                                           spawn_worker: Any) -> None:
+    """The default history mode deletes a succeeded job: the operator coming back to the job they fixed
+    is told that it ran, not that it "never existed"."""
+    job = enqueue("t1", {"permanent": True}, max_attempts=2)
+    worker = {**WORKER, "SKIPLOCK_HISTORY_MODE": "delete"}
+    spawn_worker(**worker)
+    wait_for(lambda: _dead(conn, job), timeout=60, message="the job to die")
+    _, digest = _form(admin, job)
+    assert admin.post(f"/jobs/{job}/edit-retry", data={"payload": json.dumps({"n": 2}), "digest": digest}
+                      ).status_code == 303
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE id = %s", (job,)) == 0, timeout=60,
+             message="the edited job to succeed and be deleted")
+    gone = admin.get(f"/jobs/{job}")
+    text = html_lib.unescape(gone.get_data(as_text=True))
+    assert gone.status_code == 404
+    assert f"Job {job} is gone: {ADMIN[0]} edited and retried it" in text and "Audit page" in text
+    assert "never existed" not in text
+
+
 def test_bad_input_a_moved_job_and_a_read_only_login_change_nothing(admin: Any, viewer: Any, conn: Any,
                                                                      spawn_worker: Any, monkeypatch: Any) -> None:
     original = {"permanent": True, "to": "a@example.com"}
