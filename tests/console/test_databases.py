@@ -107,6 +107,7 @@ def test_one_console_over_three_databases_with_one_stopped(three):
             mail_cluster.start()
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_doctor_all_checks_each_database_and_fails_for_the_one_down(three):
     urls, mail_cluster = three
     mail_cluster.stop("immediate")

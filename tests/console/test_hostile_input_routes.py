@@ -23,6 +23,7 @@ RAW = st.binary(max_size=40).map(lambda b: quote_from_bytes(b, safe=""))
 TEXT = st.text(max_size=60) | st.sampled_from(["-1", "0", "99999999999999999999", "' OR 1=1 --", "<b>", "\x00"])
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 @pytest.mark.parametrize("account", [ADMIN, READONLY], ids=["admin", "readonly"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
@@ -45,6 +46,7 @@ def quote(value: str) -> str:
     return quote_from_bytes(value.encode("utf-8", "surrogatepass"), safe="")
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_form_values_on_every_action_never_500(app: Any, conn: Any, data: st.DataObject) -> None:
@@ -63,6 +65,7 @@ def test_random_form_values_on_every_action_never_500(app: Any, conn: Any, data:
                             content_type="application/x-www-form-urlencoded"))
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_path_values_on_every_route_never_500(app: Any, conn: Any, data: st.DataObject) -> None:

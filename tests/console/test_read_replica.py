@@ -11,11 +11,13 @@ import re
 from typing import Any
 
 import psycopg
+import pytest
 
 from skiplock import enqueue
 from tests.console.conftest import ADMIN, Session, login
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_pages_read_from_the_read_url_and_actions_go_to_the_primary(make_app: Any, db_url: str,
                                                                     fresh_db_url: str) -> None:
     with psycopg.connect(db_url) as primary:  # (fresh_db_url moved DATABASE_URL: name the primary outright)

@@ -174,6 +174,7 @@ def test_hostile_path_arguments_on_every_route(app, conn, victim):
     assert fingerprint(conn, skip=AUDITED) == before
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_hostile_query_and_form_values_on_every_route(app, conn, victim):
     admin = app.test_client()
     login(admin, *ADMIN)

@@ -83,6 +83,7 @@ def test_settings_parse_and_defaults():
         load_settings({"SKIPLOCK_BACKOFF_BASE": "10", "SKIPLOCK_BACKOFF_CAP": "1"})
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_migrations_are_recorded_idempotent_and_safe_to_race(fresh_db_url):
     errors: list[BaseException] = []
 

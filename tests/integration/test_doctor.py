@@ -43,6 +43,7 @@ def stock_db_url() -> Iterator[str]:
         cluster.destroy()
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_claim_plan_passes_with_the_index_and_fails_without(conn, fresh_db_url):
     settings = load_settings()
     assert check_claim_plan(conn, settings).status == OK

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.conftest import REPO
 
@@ -46,6 +47,7 @@ def _test_databases(server_url: str) -> set[str]:
         return {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'skiplock_test_%'")}
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_a_users_test_suite_runs_with_the_plugin(tmp_path: Path, pg_admin_url: str) -> None:
     folder = tmp_path / "myapp"
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__"))

@@ -75,6 +75,7 @@ def test_past_the_threshold_a_pass_vacuums_jobs_and_the_dead_rows_are_gone(conn,
     assert scalar(conn, DEAD) == 0
 
 
+@pytest.mark.slow  # 8-25 s each (fuzzing, a second cluster, a subprocess suite): the full run, not the edit-test loop
 def test_a_big_table_waits_for_a_share_of_its_live_rows_more(conn, pool):
     """A vacuum reads every index whole, so 10,000 live rows raise a threshold of 200 by 500 (LIVE_SHARE)."""
     assert LIVE_SHARE == 0.05
