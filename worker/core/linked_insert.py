@@ -1,4 +1,4 @@
-"""Jobs linked to other jobs at enqueue: parents (`depends_on`) and batch membership.
+"""The linked insert: jobs written with their parents (`depends_on`) and, for a batch, its membership.
 
 A linked job is written by one statement (statements.ENQUEUE_LINKED) that also writes its edges and
 counts it into its batch, so an autocommit connection cannot keep half of it. Everything a caller
@@ -6,16 +6,19 @@ can get wrong is checked first and raises EnqueueError before anything is writte
 ids are looked up with a read-only query, so the caller's transaction stays usable. What happens
 when a parent finishes is the database's business (migration 026's skiplock_settle), in the
 parent's own finalising statement. The design: docs/explanation/workflows-design.md.
+
+Below the producer, which calls it: it runs its two statements through the `execute` its caller
+passes (the producer's own, on the caller's connection or the producer's pool), so it imports no
+producer. Batches (core/workflows/batches.py) sit above the producer and call both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from skiplock.core import statements
 from skiplock.core.errors import EnqueueError
-from skiplock.core.plumbing import adapters
 
 # What a dependent does when a parent ends dead or cancelled: end with it (the default) or run anyway.
 DEPENDENCY_POLICIES = ("dead", "run")
@@ -57,25 +60,41 @@ def refuse_unique(unique_key: object) -> None:
                            "(a collapsed insert would leave a counter that never reaches zero)")
 
 
-def check_parents_exist(raw: Any, parents: Sequence[int]) -> None:
+# A statement runner: the producer's _execute bound to the caller's connection (or to None: the producer's
+# pool), so the linked insert joins the caller's transaction without knowing whose pool it is.
+Execute = Callable[[str, Mapping[str, Any]], Sequence[Any]]
+AsyncExecute = Callable[[str, Mapping[str, Any]], Awaitable[Sequence[Any]]]
+
+
+def insert_linked(execute: Execute, specs: Sequence[Any], parents: Sequence[Sequence[int]],
+                  policies: Sequence[str | None], batch: int | None = None) -> list[int]:
+    """Insert validated JobSpecs, each with its parents and policy, optionally into `batch`; their ids."""
+    wanted = _all_parents(parents)
+    if wanted:
+        _refuse_unknown(execute(statements.UNKNOWN_PARENTS, {"parents": wanted}))
+    rows = execute(statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))
+    return _checked_ids([row[0] for row in rows], specs, batch)
+
+
+async def insert_linked_async(execute: AsyncExecute, specs: Sequence[Any], parents: Sequence[Sequence[int]],
+                              policies: Sequence[str | None], batch: int | None = None) -> list[int]:
+    """insert_linked for asyncio: `execute` awaits each statement (the async producer's)."""
+    wanted = _all_parents(parents)
+    if wanted:
+        _refuse_unknown(await execute(statements.UNKNOWN_PARENTS, {"parents": wanted}))
+    rows = await execute(statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))
+    return _checked_ids([row[0] for row in rows], specs, batch)
+
+
+def _all_parents(parents: Sequence[Sequence[int]]) -> list[int]:
+    return sorted({p for ps in parents for p in ps})
+
+
+def _refuse_unknown(rows: Sequence[Any]) -> None:
     """EnqueueError naming the ids that are not jobs (nor were): nothing has been written yet."""
-    if not parents:
-        return
-    rows = _run(raw, statements.UNKNOWN_PARENTS, {"parents": list(parents)})
-    unknown = rows[0][0] if rows else []
+    unknown = list(rows[0][0]) if rows and rows[0][0] else []
     if unknown:
         raise unknown_parents_error(unknown)
-
-
-def insert_linked(raw: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]], policies: Sequence[str | None],
-                  batch: int | None = None) -> list[int]:
-    """Insert validated JobSpecs, each with its parents and policy, optionally into `batch`; their ids.
-
-    `raw` is the caller's connection (its transaction) or None for a pooled one.
-    """
-    check_parents_exist(raw, sorted({p for ps in parents for p in ps}))
-    ids = [row[0] for row in _run(raw, statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))]
-    return _checked_ids(ids, specs, batch)
 
 
 def unknown_parents_error(unknown: Sequence[int]) -> EnqueueError:
@@ -102,32 +121,3 @@ def linked_params(specs: Sequence[Any], parents: Sequence[Sequence[int]], polici
         "parents": ["{" + ",".join(map(str, ps)) + "}" if ps else None for ps in parents], "policies": list(policies),
         "batch": batch,
     }
-
-
-async def insert_linked_async(conn: Any, specs: Sequence[Any], parents: Sequence[Sequence[int]],
-                              policies: Sequence[str | None], batch: int | None = None) -> list[int]:
-    """insert_linked for asyncio: `conn` any connection enqueue_async accepts, or None for the async pool."""
-    from skiplock.core.producer_async import _execute
-
-    wanted = sorted({p for ps in parents for p in ps})
-    if wanted:
-        rows = await _execute(conn, statements.UNKNOWN_PARENTS, {"parents": wanted})
-        unknown = list(rows[0][0]) if rows else []
-        if unknown:
-            raise unknown_parents_error(unknown)
-    params = linked_params(specs, parents, policies, batch)
-    ids = [row[0] for row in await _execute(conn, statements.ENQUEUE_LINKED, params)]
-    return _checked_ids(ids, specs, batch)
-
-
-def _run(raw: Any, sql: str, params: Mapping[str, Any]) -> list[tuple]:
-    """Run on the caller's connection, or in one transaction of a pooled one."""
-    if raw is not None:
-        with adapters.tuple_cursor(raw) as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
-    from skiplock.core.producer import default_pool  # the producer's pool (producer imports this module)
-
-    with default_pool().connection() as pooled, pooled.transaction(), pooled.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchall()

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple, overload
 
 import psycopg
@@ -352,7 +353,7 @@ def enqueue(
         if on_conflict != "ignore":
             raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
         with tracing.enqueue_span(queue):
-            return linked_insert.insert_linked(raw, specs, parents, policies)[0]
+            return linked_insert.insert_linked(partial(_execute, raw), specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
                                          run_at=run_at, delay=delay, unique_key=unique_key,
@@ -410,7 +411,7 @@ def enqueue_many(
     if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
         specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
                                                   on_dependency_failure=on_dependency_failure)
-        return linked_insert.insert_linked(raw, specs_l, parents, policies) if specs_l else []
+        return linked_insert.insert_linked(partial(_execute, raw), specs_l, parents, policies) if specs_l else []
     specs = _many_specs(jobs)
     if not specs:
         return []

@@ -10,20 +10,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from skiplock.core import statements
 from skiplock.core.errors import EnqueueError
-from skiplock.core.linked_insert import _run, insert_linked
+from skiplock.core.linked_insert import insert_linked
 from skiplock.core.plumbing import adapters
+from skiplock.core.producer import (
+    _execute,
+    _validate_queue,
+    default_pool,
+    linked_specs,
+    producer_settings,
+    serialize_payload,
+)
 
 
 def _callback(name: str, value: object) -> str | None:
     """on_complete / on_success as the JSON the batch row keeps: (queue, payload) or None."""
     if value is None:
         return None
-    from skiplock.core.producer import _validate_queue, producer_settings, serialize_payload
-
     if not isinstance(value, tuple | list) or len(value) != 2:
         raise EnqueueError(f"{name} must be a (queue, payload) pair, got {value!r}")
     queue, payload = value
@@ -67,12 +74,10 @@ class Batch:
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[int]:
         """Enqueue many members in one statement; items as for `skiplock.enqueue_many`."""
-        from skiplock.core.producer import linked_specs
-
         specs, parents, policies = linked_specs(jobs)
         if not specs:
             return []
-        return insert_linked(self._raw, specs, parents, policies, batch=self.id)
+        return insert_linked(partial(_execute, self._raw), specs, parents, policies, batch=self.id)
 
 
 @contextmanager
@@ -96,8 +101,6 @@ def batch(on_complete: tuple[str, Any] | None = None, on_success: tuple[str, Any
         raw = adapters.sync_connection(conn)
         yield from _batch_on(raw, id, complete_json, success_json)
         return
-    from skiplock.core.producer import default_pool
-
     with default_pool().connection() as pooled, pooled.transaction():
         yield from _batch_on(pooled, id, complete_json, success_json)
 
@@ -124,7 +127,8 @@ def _batch_on(raw: Any, batch_id: int | None, complete_json: str | None, success
 
 def batch_status(batch_id: int, *, conn: Any = None) -> BatchInfo:
     """A batch's counts and callbacks (`skiplock.batch_status`); LookupError if there is no such batch."""
-    rows = _run(None if conn is None else adapters.sync_connection(conn), statements.BATCH_BY_ID, {"batch": batch_id})
+    rows = _execute(None if conn is None else adapters.sync_connection(conn), statements.BATCH_BY_ID,
+                    {"batch": batch_id})
     if not rows:
         raise LookupError(f"batch {batch_id} does not exist")
     return BatchInfo.from_row(rows[0])
