@@ -7,9 +7,9 @@ For a change that should cost nothing (issue 37's moves: "the drain ratio and ev
 unchanged or better, measured in one run before and after"). Each commit gets a detached
 `git worktree` under --work (a temporary folder by default) and a venv of its own there: the
 commit installed editable without its dependencies (`pip install --no-deps -e`), the dependencies
-seen from the venv that runs this script (a .pth line), and the drain's peers (pgqueuer, asyncpg,
-procrastinate, matplotlib) installed into it where that venv lacks them. Each commit runs its own
-code and its own tests, from its own worktree.
+seen from the venv that runs this script (its base's site-packages and a .pth line), and the
+drain's peers (pgqueuer, asyncpg, procrastinate, matplotlib) installed into it where they are
+missing. Each commit runs its own code and its own tests, from its own worktree.
 
 The machine is shared, so the drains alternate (before, after, before, after ... for --rounds)
 and every figure is written with the load average (`/proc/loadavg`) taken just before it. The drain
@@ -75,8 +75,9 @@ def prepare(label: str, commit: str, work: Path) -> Checkout:
         raise SystemExit(f"{path} holds another commit: remove it (git worktree remove {path})")
     checkout = Checkout(label, sha, path)
     if not Path(checkout.python).exists():
-        subprocess.run([sys.executable, "-m", "venv", str(path / ".venv")], check=True)
-        # the dependencies of the venv that runs this script, without copying them: a .pth line
+        # the dependencies of the venv that runs this script, without copying them: its base's site-packages
+        # (the project's venvs are made with --system-site-packages) and its own, by a .pth line
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path / ".venv")], check=True)
         site = subprocess.run([checkout.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
         Path(site, "structure_ab_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
