@@ -147,22 +147,33 @@ def _books(output: str) -> list[str]:
         return []
     books = []
     for line in lines[start + 1:]:
-        if line.startswith("=") or not line.strip():
+        if line.startswith("="):
             break
-        books.append(line)
+        if line.strip():
+            books.append(line)
     return books
 
 
+def _figures(line: str) -> tuple[str, dict[str, str]]:
+    """A books line ("scenario: key=value ...") as its scenario and figures."""
+    scenario, _, rest = line.partition(": ")
+    return scenario, dict(item.split("=", 1) for item in rest.split() if "=" in item)
+
+
+# The books' figures the table shows (each scenario prints more: the JSON keeps the whole lines).
+BOOK_FIGURES = ("enqueued", "completed", "lost", "duplicated", "dead", "queued", "running")
+
+
 def report(checkouts: list[Checkout], drains: list[dict[str, Any]], faults: list[dict[str, Any]],
-           command: str) -> str:
-    date = datetime.now(UTC).strftime("%Y-%m-%d")
+           command: str, date: str | None = None) -> str:
+    date = date or datetime.now(UTC).strftime("%Y-%m-%d")
     cpu = os.cpu_count()
     pg = subprocess.run(["psql", os.environ.get("DATABASE_URL", ""), "-Atc", "SHOW server_version"],
                         capture_output=True, text=True).stdout.strip() or "?"
     out = [f"# Before and after in one run ({date})", "",
            f"Machine: {cpu} cores, shared with other work (the load average before each figure is given), "
            f"PostgreSQL {pg}, private cluster. Command: `{command}`.", "",
-           "| commit | " + " | ".join(f"`{c.sha[:9]}` ({c.label})" for c in checkouts) + " |", "",
+           "Commits: " + ", ".join(f"`{c.sha[:9]}` ({c.label})" for c in checkouts) + ".", "",
            "## Drain, 2 worker processes, no-op jobs (jobs/s)", "",
            "| round | commit | load (1/5/15 min) | skiplock | PgQueuer b50 | ratio |", "|---|---|---|---|---|---|"]
     for index, row in enumerate(drains):
@@ -182,8 +193,18 @@ def report(checkouts: list[Checkout], drains: list[dict[str, Any]], faults: list
             result = ", ".join(f"{n} {word}" for word, n in row["counts"].items()) or f"no summary (exit {row['exit']})"
             out.append(f"| {row['commit']} | {row['load']} | {row['seconds'] / 60:.0f} | {result} | "
                        f"{' '.join(row['failed']) or '-'} |")
-        for row in faults:
-            out += ["", f"Books, {row['commit']}:", "", "```", *(row["books"] or ["(none printed)"]), "```"]
+        books = {row["commit"]: dict(_figures(line) for line in row["books"]) for row in faults}
+        labels = [row["commit"] for row in faults]
+        scenarios = sorted({scenario for by in books.values() for scenario in by})
+        out += ["", "The books of each scenario (jobs; " + " / ".join(labels) + "), and the scenario's own timing:", "",
+                "| scenario | " + " | ".join(BOOK_FIGURES) + " | recovery_s or jobs_per_s |",
+                "|---|" + "---|" * (len(BOOK_FIGURES) + 1)]
+        for scenario in scenarios:
+            cells = [" / ".join(books[label].get(scenario, {}).get(key, "-") for label in labels)
+                     for key in (*BOOK_FIGURES, "recovery_s")]
+            if cells[-1].replace(" / ", "").strip("-") == "":
+                cells[-1] = " / ".join(books[label].get(scenario, {}).get("jobs_per_s", "-") for label in labels)
+            out.append(f"| {scenario} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -196,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fault", action="store_true", help="the drains alone")
     parser.add_argument("--work", default=None, help="folder for the worktrees (default: a temporary one)")
     parser.add_argument("--out", default=str(REPO / "tests/benchmarks/results/structure_ab.md"))
+    parser.add_argument("--from-json", default=None, help="rebuild the report of an earlier run from its JSON")
     args = parser.parse_args(argv)
+    if args.from_json:
+        return rebuild(Path(args.from_json), Path(args.out))
     url = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
     work = Path(args.work or tempfile.mkdtemp(prefix="skiplock_ab_"))
     checkouts = [prepare("before", args.before, work), prepare("after", args.after, work)]
@@ -206,9 +230,20 @@ def main(argv: list[str] | None = None) -> int:
         [f"--before {args.before}", f"--after {args.after}", f"--rounds {args.rounds}", f"--drain {args.drain}"]
         + (["--no-fault"] if args.no_fault else []))
     out = Path(args.out)
-    out.write_text(report(checkouts, drains, faults, command))
-    out.with_suffix(".json").write_text(json.dumps(
-        {"commits": {c.label: c.sha for c in checkouts}, "drains": drains, "faults": faults}, indent=1))
+    out.with_suffix(".json").write_text(json.dumps({"commits": {c.label: c.sha for c in checkouts}, "command": command,
+                                                    "drains": drains, "faults": faults}, indent=1))
+    return rebuild(out.with_suffix(".json"), out)
+
+
+def rebuild(raw: Path, out: Path) -> int:
+    """The markdown report of a run from its JSON (the fault logs are read again where they still exist)."""
+    data = json.loads(raw.read_text())
+    for row in data["faults"]:
+        if Path(row["log"]).exists():
+            row["books"] = _books(Path(row["log"]).read_text())
+    raw.write_text(json.dumps(data, indent=1))
+    checkouts = [Checkout(label, sha, Path()) for label, sha in data["commits"].items()]
+    out.write_text(report(checkouts, data["drains"], data["faults"], data["command"], data.get("date")))
     print(out.read_text())
     return 0
 
