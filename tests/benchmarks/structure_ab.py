@@ -5,7 +5,7 @@
 
 For a change that should cost nothing (issue 37's moves: "the drain ratio and every fault scenario
 unchanged or better, measured in one run before and after"). Each commit gets a detached
-`git worktree` under --work (a temporary folder by default) and a venv of its own there: the
+`git worktree` under --work (a temporary folder by default, removed at the end) and a venv of its own: the
 commit installed editable without its dependencies (`pip install --no-deps -e`), the dependencies
 seen from the venv that runs this script (its base's site-packages and a .pth line), and the
 drain's peers (pgqueuer, asyncpg, procrastinate, matplotlib) installed into it where they are
@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m tests.benchmarks.structure_ab " + " ".join(
         [f"--before {args.before}", f"--after {args.after}", f"--rounds {args.rounds}", f"--drain {args.drain}"]
         + (["--no-fault"] if args.no_fault else []))
+    if not args.work:  # a temporary folder: its worktrees are unregistered with it (a --work one is kept to reuse)
+        for checkout in checkouts:
+            git("worktree", "remove", "--force", str(checkout.path))
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps({"commits": {c.label: c.sha for c in checkouts}, "command": command,
                                                     "drains": drains, "faults": faults}, indent=1))
