@@ -42,6 +42,13 @@ MOVES = [
                    "run_times", "snooze", "versions", "waiting", "worker_control")),
     *((3, f"skiplock.core.{name}", f"skiplock.core.workflows.{name}")
       for name in ("links", "results", "workflow_ops", "workflow_repair")),
+    # step 6: no loop and no arrow up in the core. links.py split: batches keep the file (the linked insert the
+    # producer calls went to core/linked_insert.py by hand); the ack's attempts and snooze went into
+    # state_changes.py by hand (their constants follow here); the error summary, a pure rule, under the queue
+    (6, "skiplock.core.workflows.links", "skiplock.core.workflows.batches"),
+    (6, "skiplock.core.features.attempts.KEEP_ATTEMPTS", "skiplock.core.state_changes.KEEP_ATTEMPTS"),
+    (6, "skiplock.core.features.attempts.ERROR_CHARS", "skiplock.core.state_changes.ERROR_CHARS"),
+    (6, "skiplock.core.features.error_summary", "skiplock.core.error_summary"),
 ]
 # Public import paths (docs/reference/api.md) that stay as thin re-export modules: not rewritten in users' code,
 # docs or the tests that test the public path.

@@ -1,4 +1,4 @@
-"""The dead job page's "Edit and retry": change the payload, then retry (worker/core/payload_edit.py).
+"""The dead job page's "Edit and retry": change the payload, then retry (worker/core/features/payload_edit.py).
 
 The form carries the payload as pretty JSON and the digest of the payload it showed. The POST is an
 admin's (webapp/auth.py answers 403 to a read-only login, 400 without the CSRF token). A refusal
@@ -9,16 +9,13 @@ the operator's own text in the form: nothing changed, nothing typed is lost.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-
-import psycopg
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
 from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import load_settings
-from skiplock.webapp import db, filters
+from skiplock.webapp import db, filters, jobs
+from skiplock.webapp.edit_form import EditForm
 from skiplock.webapp.web import audit
 
 bp = Blueprint("edit_retry", __name__, url_prefix="/jobs")
@@ -27,29 +24,10 @@ bp = Blueprint("edit_retry", __name__, url_prefix="/jobs")
 BAD_INPUT, CONFLICT = 400, 409
 
 
-@dataclass(frozen=True)
-class EditForm:
-    """What the form shows: the payload text, the digest of the payload it was made from, and a refusal."""
-
-    text: str
-    digest: str
-    error: str | None = None
-
-
-def form_for(conn: psycopg.Connection, job_id: int) -> EditForm | None:
-    """The form for a dead job as it is now (None when the job is gone)."""
-    seen = payload_edit.seen(conn, job_id)
-    if seen is None:
-        return None
-    return EditForm(json.dumps(seen.payload, indent=2, ensure_ascii=False, sort_keys=True), seen.digest)
-
-
 # A static last segment: Werkzeug prefers this rule over the jobs blueprint's /<job_id>/<action>.
 @bp.route("/<job_id>/edit-retry", methods=["POST"])
 def edit_and_retry(job_id: str) -> ResponseReturnValue:
     """Apply the edit and retry, or show the job page again with why not."""
-    from skiplock.webapp import jobs  # jobs renders the page and imports this module
-
     jid = filters.job_id(job_id)
     if jid is None:
         abort(400, "job id is required")

@@ -15,7 +15,7 @@ from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, edit_retry, filters, job_links, page_queries, timeline, workflow_queries
+from skiplock.webapp import db, edit_form, filters, job_links, page_queries, timeline, workflow_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -37,7 +37,7 @@ def show(job_id: str) -> ResponseReturnValue:
     return render_job(_parse(job_id))
 
 
-def render_job(jid: int, edit_form: edit_retry.EditForm | None = None, code: int = 200) -> ResponseReturnValue:
+def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200) -> ResponseReturnValue:
     """The job page; after a refused "Edit and retry", with the operator's text and why (webapp/edit_retry.py)."""
     full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -51,14 +51,14 @@ def render_job(jid: int, edit_form: edit_retry.EditForm | None = None, code: int
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
         steps = timeline.build(job, edits)
-        if edit_form is None and job["status"] == JobStatus.DEAD:
-            edit_form = edit_retry.form_for(conn, jid)
+        if form is None and job["status"] == JobStatus.DEAD:
+            form = edit_form.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
     if job.get("cancel_requested_at"):  # asked already: the page says so instead of offering it again
         actions = [t for t in actions if t.action != "cancel-running"]
     response = page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=edit_form)
+                    edit_form=form)
     response.status_code = code
     return response
 

@@ -345,7 +345,7 @@ SELECT s.name, r.fire_at, r.job_id, r.manual, j.status::text AS status, j.error_
 
 # ---- dead letters -----------------------------------------------------------------------------
 
-# Dead (or failed) jobs grouped by queue and error group (skiplock/core/features/error_summary.py) over the
+# Dead (or failed) jobs grouped by queue and error group (skiplock/core/error_summary.py) over the
 # window, biggest first. Only the newest %(scan)s jobs of the window are read (newest-first on jobs_dead_recent_idx
 # or jobs_finished_idx), so a million dead rows cost what %(scan)s cost; `scanned` tells the page
 # whether the groups cover the whole window.

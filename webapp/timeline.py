@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from skiplock.core.features.error_summary import headline
+from skiplock.core.error_summary import headline
 from skiplock.core.status import JobStatus
 
 # CSS states of a step (templates/_timeline.html): the marker's colour and shape.

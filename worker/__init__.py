@@ -31,7 +31,7 @@ from skiplock.core.producer_async import enqueue_async, enqueue_many_async
 from skiplock.core.registry import TASK_OPTIONS
 from skiplock.core.status import JobStatus
 from skiplock.core.task_decorator import task
-from skiplock.core.workflows.links import Batch, BatchInfo, batch, batch_status
+from skiplock.core.workflows.batches import Batch, BatchInfo, batch, batch_status
 from skiplock.core.workflows.results import (
     JobFailed,
     JobInfo,

@@ -212,7 +212,7 @@ def drain(url: str, mode: str, jobs: int, processes: int = 2) -> dict[str, Any]:
 
 def console(url: str, requests: int) -> list[dict[str, Any]]:
     """p50/p95/max (ms) of each console page on `url`, `requests` requests per page, in process."""
-    from skiplock.core.features.error_summary import summarize
+    from skiplock.core.error_summary import summarize
     from skiplock.webapp import create_app
     from skiplock.webapp.db import close_app
     from skiplock.webapp.settings import Account

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from skiplock import enqueue
-from skiplock.core.features.attempts import ERROR_CHARS, KEEP_ATTEMPTS
+from skiplock.core.state_changes import ERROR_CHARS, KEEP_ATTEMPTS
 from tests.browser.conftest import log_in
 from tests.conftest import REPO
 from tests.support.helpers import scalar, wait_for

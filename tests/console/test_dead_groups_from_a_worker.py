@@ -13,7 +13,7 @@ from typing import Any
 from markupsafe import escape as html_escape
 
 from skiplock import enqueue_many
-from skiplock.core.features.error_summary import group_key, headline
+from skiplock.core.error_summary import group_key, headline
 from tests.support.helpers import scalar, wait_for
 
 KINDS = {"connection": 5, "value": 4, "key": 3, "chained": 2}

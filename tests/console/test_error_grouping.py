@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core.features.error_summary import group_key
+from skiplock.core.error_summary import group_key
 from tests.support.helpers import scalar, wait_for
 
 # (a message as real code raises it, the group it must land in)

@@ -107,11 +107,12 @@ def flask_sqlalchemy_session(url: str) -> Opened:
             db.engine.dispose()
 
 
-def _django_setup() -> None:
+def _django_setup(url: str) -> None:
     # settings.configure(), not DJANGO_SETTINGS_MODULE in os.environ: the variable would outlive this test in
     # the xdist process and reach every subprocess started later (an installed worker then sets Django up)
     import django
     from django.conf import settings
+    from django.db import connections
 
     if not settings.configured:
         from tests.support import django_settings
@@ -119,11 +120,18 @@ def _django_setup() -> None:
         settings.configure(**{name: getattr(django_settings, name) for name in dir(django_settings)
                               if name.isupper()})
     django.setup()
+    # Settings are configured once per process, but each test has a database of its own (tests/conftest.py's
+    # db_url): the default alias is pointed at this test's, else a later test enqueued into an earlier one's
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    connections.close_all()
+    connections["default"].settings_dict.update(NAME=info.get("dbname", "postgres"), USER=info.get("user", "postgres"),
+                                                PASSWORD=info.get("password", ""), HOST=info.get("host", "127.0.0.1"),
+                                                PORT=str(info.get("port", 5432)))
 
 
 @contextlib.contextmanager
 def django_conn(url: str, proxy: bool) -> Opened:
-    _django_setup()
+    _django_setup(url)
     from django.db import connection, connections, transaction
 
     # Django was set up once for the process, with the database of that moment: point it at this test's

@@ -84,6 +84,34 @@ def test_unique_key_and_bad_policy_are_refused(conn: psycopg.Connection) -> None
     assert scalar(conn, "SELECT count(*) FROM jobs") == 1
 
 
+def test_the_async_producer_links_jobs_as_the_sync_one_does(conn: psycopg.Connection, db_url: str) -> None:
+    """enqueue_async / enqueue_many_async with depends_on: the same linked insert (core/linked_insert.py), on
+    the async pool and on the caller's own AsyncConnection; an unknown parent writes nothing."""
+    import asyncio
+
+    from skiplock.core.producer_async import close_default_async_pool
+
+    async def scenario() -> int:
+        try:
+            lines = await skiplock.enqueue_many_async([("wf_line", {"n": n}) for n in (1, 2)])
+            async with await psycopg.AsyncConnection.connect(db_url) as own:
+                summary = await skiplock.enqueue_async("wf_summary", {}, depends_on=lines, conn=own)
+                with pytest.raises(EnqueueError, match="unknown job id"):
+                    await skiplock.enqueue_many_async([("wf_summary", {})], depends_on=[10**12], conn=own)
+                await own.commit()
+            with pytest.raises(EnqueueError, match="unknown job id"):
+                await skiplock.enqueue_async("wf_summary", {}, depends_on=[10**12])
+            return summary
+        finally:
+            await close_default_async_pool()
+
+    summary = asyncio.run(scenario())
+    assert skiplock.status(summary).state == "waiting" and skiplock.status(summary).waiting_on == 2
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 3  # the refused ones wrote nothing
+    testing.drain()
+    assert skiplock.result(summary) == {"lines": 2, "total": 6}
+
+
 def test_a_rolled_back_dag_leaves_nothing(db_url: str) -> None:
     with psycopg.connect(db_url) as conn:
         a = skiplock.enqueue("wf_line", {"n": 1}, conn=conn)

@@ -19,7 +19,7 @@ from skiplock.core.features.cancel import is_requested
 from skiplock.core.plumbing import adapters
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.producer import default_pool
-from skiplock.core.workflows.links import BatchInfo
+from skiplock.core.workflows.batches import BatchInfo
 from skiplock.core.workflows.results import encode_result
 
 

@@ -13,18 +13,18 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple, overload
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import statements, task_defaults
+from skiplock.core import linked_insert, statements, task_defaults
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import Settings, load_settings
 from skiplock.core.plumbing.db import make_pool
 from skiplock.core.registry import REGISTRY
-from skiplock.core.workflows import links
 
 MAX_QUEUE_NAME = 128
 MAX_DELAY_SECONDS = 100 * 365 * 86400  # a delay past this is a mistake, not a schedule
@@ -353,7 +353,7 @@ def enqueue(
         if on_conflict != "ignore":
             raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
         with tracing.enqueue_span(queue):
-            return links.insert_linked(raw, specs, parents, policies)[0]
+            return linked_insert.insert_linked(partial(_execute, raw), specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
                                          run_at=run_at, delay=delay, unique_key=unique_key,
@@ -411,7 +411,7 @@ def enqueue_many(
     if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
         specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
                                                   on_dependency_failure=on_dependency_failure)
-        return links.insert_linked(raw, specs_l, parents, policies) if specs_l else []
+        return linked_insert.insert_linked(partial(_execute, raw), specs_l, parents, policies) if specs_l else []
     specs = _many_specs(jobs)
     if not specs:
         return []
@@ -437,7 +437,7 @@ def _any_linked(jobs: Iterable[Any]) -> bool:
 def linked_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]], *, depends_on: Iterable[int] | None = None,
                  on_dependency_failure: str = "dead") -> tuple[list[JobSpec], list[list[int]], list[str | None]]:
     """Validate the items of a linked enqueue: their JobSpecs, each one's parents and policy column."""
-    shared = links.parent_ids(depends_on) if depends_on is not None else []
+    shared = linked_insert.parent_ids(depends_on) if depends_on is not None else []
     items: list[Mapping[str, Any] | tuple[str, Any]] = []
     parents: list[list[int]] = []
     policies: list[str | None] = []
@@ -445,13 +445,14 @@ def linked_specs(jobs: Iterable[Mapping[str, Any] | tuple[str, Any]], *, depends
         try:
             if isinstance(item, Mapping):
                 own = item.get("depends_on")
-                mine = shared + [p for p in links.parent_ids(own) if p not in shared] if own is not None else shared
-                policies.append(links.policy_value(item.get("on_dependency_failure", on_dependency_failure)))
+                mine = (shared + [p for p in linked_insert.parent_ids(own) if p not in shared] if own is not None
+                        else shared)
+                policies.append(linked_insert.policy_value(item.get("on_dependency_failure", on_dependency_failure)))
                 item = {k: v for k, v in item.items() if k not in ("depends_on", "on_dependency_failure")}
-                links.refuse_unique(item.get("unique_key"))
+                linked_insert.refuse_unique(item.get("unique_key"))
             else:
                 mine = shared
-                policies.append(links.policy_value(on_dependency_failure))
+                policies.append(linked_insert.policy_value(on_dependency_failure))
         except EnqueueError as exc:
             raise EnqueueError(f"job #{index}: {exc}") from None
         parents.append(mine)

@@ -13,12 +13,13 @@ import asyncio
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, overload
 
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock.core import statements, task_defaults
+from skiplock.core import linked_insert, statements, task_defaults
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import load_settings, validate_database_url
@@ -32,7 +33,6 @@ from skiplock.core.producer import (
     queues_of,
     unregistered_queues,
 )
-from skiplock.core.workflows import links
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -129,7 +129,7 @@ async def enqueue_async(
             "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
             "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
         with tracing.enqueue_span(queue):
-            return (await links.insert_linked_async(conn, specs, parents, policies))[0]
+            return (await linked_insert.insert_linked_async(partial(_execute, conn), specs, parents, policies))[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
                                          run_at=run_at, delay=delay, unique_key=unique_key,
@@ -155,7 +155,9 @@ async def enqueue_many_async(
     if depends_on is not None or on_dependency_failure != "dead" or _any_linked(jobs):
         specs_l, parents, policies = linked_specs(jobs, depends_on=depends_on,
                                                   on_dependency_failure=on_dependency_failure)
-        return await links.insert_linked_async(conn, specs_l, parents, policies) if specs_l else []
+        if not specs_l:
+            return []
+        return await linked_insert.insert_linked_async(partial(_execute, conn), specs_l, parents, policies)
     specs = _many_specs(jobs)
     if not specs:
         return []

@@ -1,8 +1,6 @@
 """The two records the queue core hands out and takes back: a claimed job, and a run's outcome.
 
-Their own module, below core/state_changes.py and the feature modules that write outcomes
-(features/attempts.py, features/snooze.py), which state_changes.py imports: those need the types without
-importing state_changes.py back.
+Their own module, below core/state_changes.py: the types read apart from the transitions that use them.
 state_changes.ClaimedJob and state_changes.Outcome remain the names callers use.
 """
 

@@ -16,10 +16,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from skiplock.core import statements
+from skiplock.core.error_summary import summarize
 from skiplock.core.errors import InvalidTransition
-from skiplock.core.features import attempts
-from skiplock.core.features.error_summary import summarize
-from skiplock.core.features.snooze import snooze_batch
 from skiplock.core.records import ClaimedJob as ClaimedJob  # the names callers use: core.ClaimedJob
 from skiplock.core.records import Outcome as Outcome  # and core.Outcome
 from skiplock.core.status import HistoryMode, JobStatus, OutcomeStatus
@@ -222,15 +220,14 @@ def ack_batch_with_keys(
         return set(), False
     snoozed: set[int] = set()
     if any(o.status == OutcomeStatus.SNOOZED for o in outcomes):
-        # rare, so a statement of their own keeps the hot ack statement as it is (worker/core/features/snooze.py)
+        # rare, so a statement of their own keeps the hot ack statement as it is
         snoozed = snooze_batch(conn, worker_id, [o for o in outcomes if o.status == OutcomeStatus.SNOOZED])
         outcomes = [o for o in outcomes if o.status != OutcomeStatus.SNOOZED]
         if not outcomes:
             return snoozed, False
     ok = [o for o in outcomes if o.status == OutcomeStatus.OK]
     errors = [o for o in outcomes if o.status != OutcomeStatus.OK]
-    attempts.record(conn, worker_id,
-                    [o for o in errors if o.error])  # history of errors (worker/core/features/attempts.py)
+    record_attempts(conn, worker_id, [o for o in errors if o.error])  # each failure's error, kept on its job
     params = {
         "worker_id": worker_id,
         "ok_ids": number_array([o.job_id for o in ok]),
@@ -241,7 +238,7 @@ def ack_batch_with_keys(
         "err_delay": [float(o.delay) for o in errors],
         "err_text": [o.error for o in errors],
     }
-    # the headline and group are computed here, once, by the one definition (worker/core/features/error_summary.py)
+    # the headline and group are computed here, once, by the one definition (worker/core/error_summary.py)
     summaries = [summarize(o.error) for o in errors]
     params["err_headline"] = [h for h, _ in summaries]
     params["err_group"] = [g for _, g in summaries]
@@ -251,6 +248,37 @@ def ack_batch_with_keys(
     params["res_errors"] = [o.result_error for o in with_results]
     rows = conn.execute(_ACK_BY_HISTORY[HistoryMode(history)], params).fetchall()
     return {row[0] for row in rows} | snoozed, any(row[1] is not None for row in rows)
+
+
+# Every failed attempt's error, kept on the job (jobs.attempt_errors, migration 012): a bounded JSON array,
+# newest last, of the last KEEP_ATTEMPTS failed runs, each {attempt, worker, started, at, duration_ms, error}
+# with the error cut to ERROR_CHARS. `started` is the run's claim (jobs.started_at, still this run's while its
+# failure is written; entries written before issue 36 lack it), `at` the ack. last_error stays as it is for
+# SQL users. Runs whose lease expired (a crash) are not listed: the reaper's text in last_error says so.
+KEEP_ATTEMPTS = 20
+ERROR_CHARS = 2000
+
+
+def record_attempts(conn: psycopg.Connection, worker_id: str, failures: Sequence[Outcome]) -> None:
+    """Append each failed run's error to its job's bounded history, just before ack_batch writes the
+    failures, with the same fence (this worker, this run, still running): a late result of a reaped run
+    never adds a line."""
+    if not failures:
+        return
+    conn.execute(statements.RECORD_ATTEMPTS, {
+        "keep": KEEP_ATTEMPTS, "chars": ERROR_CHARS, "worker_id": worker_id,
+        "ids": [o.job_id for o in failures], "attempts": [o.attempt for o in failures],
+        "durations": [o.duration_ms for o in failures], "errors": [o.error for o in failures]})
+
+
+def snooze_batch(conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome]) -> set[int]:
+    """running -> queued later for snoozed runs (`raise Snooze(seconds)`), the claim's attempt given back;
+    fenced like every ack (this worker, this run, still running), so a late result of a reaped run never
+    touches the newer run. The ids written (a missing id lost its lease, as in ack_batch)."""
+    rows = conn.execute(statements.SNOOZE_BATCH, {"worker_id": worker_id, "ids": [o.job_id for o in outcomes],
+                                                  "attempts": [o.attempt for o in outcomes],
+                                                  "delays": [float(o.delay) for o in outcomes]}).fetchall()
+    return {row[0] for row in rows}
 
 
 def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str,
@@ -339,7 +367,7 @@ class FinishedFilter:
     queue: str | None = None
     since: datetime | None = None  # finished at or after
     until: datetime | None = None  # finished at or before (the moment the operator confirmed)
-    error: str | None = None  # exact error group (skiplock/core/features/error_summary.py), as the console lists it
+    error: str | None = None  # exact error group (skiplock/core/error_summary.py), as the console lists it
     text: str | None = None  # substring of unique_key, payload or last_error
 
     def params(self) -> dict[str, Any]:

@@ -558,7 +558,7 @@ RESUME_QUEUE = "DELETE FROM paused_queues WHERE queue = %(queue)s RETURNING queu
 # ---- the core's features that change jobs (core/features/: attempts, snooze, cancel, hand-off) -----
 # Each feature module keeps its rules and calls these; the statements live here, with the queue's own.
 
-# Append each failed run's error to its job's bounded history (features/attempts.py): the last %(keep)s
+# Append each failed run's error to its job's bounded history (state_changes.record_attempts): the last %(keep)s
 # failed runs, each error cut to %(chars)s characters, fenced like the ack (this worker, this run, running).
 RECORD_ATTEMPTS = f"""
 UPDATE jobs j
@@ -577,7 +577,7 @@ UPDATE jobs j
  WHERE j.ctid = f.ctid
 """
 
-# Snoozed runs back to queued later, the claim's attempt given back (features/snooze.py); fenced.
+# Snoozed runs back to queued later, the claim's attempt given back (state_changes.snooze_batch); fenced.
 SNOOZE_BATCH = f"""
 UPDATE jobs j
    SET status = 'queued',
@@ -689,7 +689,7 @@ ON CONFLICT (minute, queue, worker_id) DO UPDATE SET reaped = job_stats.reaped +
 # The first line of last_error, cut to 200 characters: the dead-letter "error kind" the console
 # groups by and filters on (one definition, so the group shown and the filter applied agree).
 ERROR_LINE = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
-# The group a dead letter is counted in (skiplock/core/features/error_summary.py): exception class + masked message.
+# The group a dead letter is counted in (skiplock/core/error_summary.py): exception class + masked message.
 ERROR_GROUP = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
 
 # The filter the console's "all matching" bulk actions share: finished jobs of one status,

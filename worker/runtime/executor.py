@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from skiplock.core import state_changes
+from skiplock.core.error_summary import headline
 from skiplock.core.features import cancel, hooks
-from skiplock.core.features.error_summary import headline
 from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.job_context import JobContext
 from skiplock.core.plumbing import tracing
@@ -246,7 +246,7 @@ class Executor:
         itself with job.complete(conn) / complete_async(conn))."""
         seconds = time.perf_counter() - started
         outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
-        # the attempt history (worker/core/features/attempts.py) lists each failure's duration
+        # the attempt history (state_changes.record_attempts) lists each failure's duration
         if outcome.status != OutcomeStatus.OK:
             outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
         tracing.end_run(outcome.status, outcome.error)
@@ -280,7 +280,7 @@ class Executor:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
-        elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (core/features/snooze.py)
+        elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (snooze_batch)
             log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
                      extra=_log_fields(job, outcome, duration_ms))
         else:

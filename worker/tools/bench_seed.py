@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from skiplock.core.features.error_summary import summarize
+from skiplock.core.error_summary import summarize
 from skiplock.core.status import JobStatus
 
 # %(n)s ready jobs in one statement, the seed's way. With %(recipe)s: random priorities 0-10 and
