@@ -2,60 +2,11 @@
 
 Production runs it under gunicorn (`gunicorn 'skiplock.webapp:create_app()'`, see Procfile); development
 runs `skiplock web`; `mount(app, "/admin/jobs", authorize=...)` serves it inside a host Flask app.
-Every action calls the queue core in `worker/`; the console's own SQL only reads.
+Every action calls the queue core in `worker/`; the console's own SQL only reads. The factory is in
+webapp/app.py, mount() in webapp/mount.py: this module is their public path.
 """
 
-from __future__ import annotations
-
-import importlib
-import logging
-from collections.abc import Mapping
-from typing import Any
-
-from flask import Flask
-
-from skiplock.core.plumbing.logs import configure_logging
-from skiplock.core.plumbing.resources import static_dir, templates_dir
-from skiplock.webapp import auth, db, health, web
+from skiplock.webapp.app import BLUEPRINTS, create_app
 from skiplock.webapp.mount import mount
-from skiplock.webapp.settings import check_config, session_key, web_config
 
-__all__ = ["create_app", "mount"]
-
-log = logging.getLogger("skiplock.console")
-
-# The areas of the console, each a blueprint module with `bp`.
-BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops",
-              "cancel", "audit",  # cancel: a running job's Cancel (issue 14); audit: the operator trail
-              "workflows", "batches",  # issue 33: a workflow's DAG and actions, a batch's progress
-              "runtimes", "changed",  # issue 36: run time per task, the overview's "What changed?"
-              "search",  # issue 36: jobs by payload field, key, tenant or error text
-              "edit_retry")  # issue 36: a dead job's "Edit and retry"
-
-
-def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    """Build the console; config comes from the environment, then `test_config` overrides it."""
-    app = Flask(__name__, static_folder=str(static_dir()), template_folder=str(templates_dir()))
-    app.config.update(web_config())
-    if test_config:
-        app.config.update(test_config)
-    check_config(app.config)
-    if not logging.getLogger().handlers:
-        # under gunicorn nobody configured logging yet: without this the audit log would be lost
-        configure_logging(app.config.get("LOG_FORMAT", "text"), app.config.get("LOG_LEVEL", "INFO"))
-    if not app.config.get("SECRET_KEY"):
-        app.config["SECRET_KEY"] = session_key(app.config)
-    # Flask's defaults hold these keys (HttpOnly True, SameSite None): setdefault would never set SameSite.
-    # Lax: a cross-site page cannot send a form with the console's cookie; links to the console still log in
-    if app.config.get("SESSION_COOKIE_SAMESITE") is None and "SESSION_COOKIE_SAMESITE" not in (test_config or {}):
-        app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
-    if not app.config["AUTH"]:
-        log.warning("SKIPLOCK_WEB_AUTH=off: the console is open to anyone who can reach it")
-
-    db.init_app(app)
-    auth.init_app(app)
-    web.init_app(app)
-    app.add_url_rule("/healthz", "healthz", health.healthz)
-    for name in BLUEPRINTS:
-        app.register_blueprint(importlib.import_module(f"skiplock.webapp.{name}").bp)
-    return app
+__all__ = ["BLUEPRINTS", "create_app", "mount"]

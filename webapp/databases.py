@@ -2,7 +2,7 @@
 
     SKIPLOCK_DATABASES=orders=postgresql://...,billing=postgresql://... skiplock web
 
-`create_multi_app()` builds one complete console per database, each with its own connection pool
+`create_multi_app()` (webapp/multi_app.py) builds one complete console per database, each with its own connection pool
 and deadline, and serves them under /db/<name>/ (skiplock.webapp.mount). The first database's
 console also answers at the root, where the operator logs in; the consoles under /db/ accept that
 login (or HTTP Basic). /databases/ shows one row per database, each read in parallel under its
@@ -90,7 +90,7 @@ def index() -> ResponseReturnValue:
     return render_template("databases.html", rows=rows, script_root=request.script_root)
 
 
-def _host_login(req: Request) -> tuple[str, str] | None:
+def host_login(req: Request) -> tuple[str, str] | None:
     """The mounted consoles' authorize hook, run in the host's request context: the host's login
     (its session) or HTTP Basic against the same accounts."""
     from skiplock.webapp.auth import check_credentials
@@ -108,7 +108,7 @@ def _host_login(req: Request) -> tuple[str, str] | None:
     return None
 
 
-def _context() -> dict[str, Any]:
+def context() -> dict[str, Any]:
     """The switcher's data for every page of every console: the databases and which one this is."""
     names = current_app.config.get("DATABASES") or []
     if not names:
@@ -116,28 +116,3 @@ def _context() -> dict[str, Any]:
     home = request.script_root.rsplit("/db/", 1)[0]
     return {"databases_nav": [(n, f"{home}/db/{n}/") for n in names], "databases_home": f"{home}/databases/",
             "database_name": current_app.config.get("DATABASE_NAME")}
-
-
-def create_multi_app(databases: Mapping[str, str] | None = None,
-                     test_config: Mapping[str, Any] | None = None) -> Flask:
-    """The console over every database of `databases` (default: SKIPLOCK_DATABASES)."""
-    from skiplock.core.errors import ConfigError
-    from skiplock.core.plumbing.databases import configured_databases
-    from skiplock.webapp import create_app, mount
-
-    databases = dict(databases or configured_databases() or {})
-    if not databases:
-        raise ConfigError("SKIPLOCK_DATABASES is not set: give name=url pairs separated by commas")
-    names = list(databases)
-    shared = {**(test_config or {}), "DATABASES": names}
-    host = create_app({**shared, "DATABASE_URL": databases[names[0]], "DATABASE_NAME": names[0]})
-    host.register_blueprint(bp)
-    host.context_processor(_context)
-    consoles: dict[str, Flask] = {}
-    for name, url in databases.items():
-        console = mount(host, f"/db/{name}", authorize=_host_login, database_url=url,
-                        config={**shared, "DATABASE_NAME": name})
-        console.context_processor(_context)
-        consoles[name] = console
-    host.extensions[CONSOLES] = consoles
-    return host

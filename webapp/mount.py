@@ -62,7 +62,7 @@ def mount(host: Flask, url_prefix: str = "/admin/jobs", *, authorize: AuthorizeH
     `metrics_token`: /metrics also answers a scraper sending `Authorization: Bearer <token>`;
     `metrics_public`: /metrics answers anyone. Without either it is asked of `authorize`.
     """
-    from skiplock.webapp import create_app
+    from skiplock.webapp.app import create_app
 
     if not url_prefix.startswith("/") or url_prefix.endswith("/") or len(url_prefix) < 2:
         raise ConfigError(f"mount: url_prefix must look like '/admin/jobs', got {url_prefix!r}")
@@ -119,14 +119,14 @@ def _several(databases: dict[str, str], url_prefix: str, settings: dict[str, Any
     """The consoles of several databases, as `skiplock web` with SKIPLOCK_DATABASES serves them
     (skiplock.webapp.databases), under one prefix: the first database's console at the prefix, with
     the /databases/ overview, and each database's own console (pool, deadline) under /db/<name>."""
-    from skiplock.webapp import create_app
     from skiplock.webapp import databases as several
+    from skiplock.webapp.app import create_app
 
     names = list(databases)
     shared = {**settings, "DATABASES": names}
     front = create_app({**shared, "DATABASE_URL": databases[names[0]], "DATABASE_NAME": names[0]})
     front.register_blueprint(several.bp)
-    front.context_processor(several._context)
+    front.context_processor(several.context)
     consoles: dict[str, Flask] = {}
     for name, url in databases.items():
         path = f"/db/{name}"
@@ -135,7 +135,7 @@ def _several(databases: dict[str, str], url_prefix: str, settings: dict[str, Any
         console = create_app({**shared, "DATABASE_URL": url, "DATABASE_NAME": name,
                               "SESSION_COOKIE_NAME": "skiplock_console_db",
                               "SESSION_COOKIE_PATH": url_prefix + path})
-        console.context_processor(several._context)
+        console.context_processor(several.context)
         consoles[name] = console
     front.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
         front.wsgi_app, {f"/db/{name}": console for name, console in consoles.items()})

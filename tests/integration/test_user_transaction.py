@@ -134,15 +134,6 @@ def django_conn(url: str, proxy: bool) -> Opened:
     _django_setup(url)
     from django.db import connection, connections, transaction
 
-    # Django was set up once for the process, with the database of that moment: point it at this test's
-    # (a test with worker processes has its database on its process's own cluster, tests/conftest.py)
-    connections.close_all()
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    connections["default"].settings_dict.update({
-        "NAME": info.get("dbname", "postgres"), "USER": info.get("user", "postgres"),
-        "PASSWORD": info.get("password", ""), "HOST": info.get("host", "127.0.0.1"),
-        "PORT": str(info.get("port", 5432))})
-
     with contextlib.ExitStack() as stack:
         stack.callback(connections.close_all)
         stack.enter_context(transaction.atomic())

@@ -25,7 +25,7 @@ def _web(args: argparse.Namespace) -> int:
 
     configure_logging()
     if os.environ.get("SKIPLOCK_DATABASES", "").strip():  # one console over several databases
-        from skiplock.webapp.databases import create_multi_app
+        from skiplock.webapp.multi_app import create_multi_app
 
         app = create_multi_app()
     else:
