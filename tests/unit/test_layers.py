@@ -158,8 +158,8 @@ def test_the_loops_broken_in_issue_37_stay_broken() -> None:
     assert [loop for loop in loops if freed & set(loop)] == [], loops
 
 
-# Loops left on purpose, each with why. The console's package re-exports mount(), and mount() builds the
-# console with the package's create_app, imported inside the function (webapp/mount.py).
+# Loops left on purpose, each with why: none. (The last, webapp <-> webapp/mount.py, ended when create_app
+# moved to webapp/app.py and create_multi_app to webapp/multi_app.py.)
 KNOWN_LOOPS: list[list[str]] = []
 
 
