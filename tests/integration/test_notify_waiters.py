@@ -56,11 +56,13 @@ def test_a_busy_worker_with_a_backlog_stops_asking_for_notifies(db_url: str, con
     spawn_worker(SKIPLOCK_QUEUES="t2", SKIPLOCK_POLL_INTERVAL="60", SKIPLOCK_CONCURRENCY="1",
                  SKIPLOCK_BATCH_SIZE="1", SKIPLOCK_PREFETCH="0")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 1, timeout=60, message="registered")
+    # 60 x 0.2 s of backlog: long enough that, on a loaded machine too, the worker is still busy (and so not
+    # registered) while the insert below is made and listened to (20 once ran out first, and it registered)
     conn.execute("INSERT INTO jobs (queue, payload) SELECT 't2', jsonb_build_object('sleep', 0.2) "
-                 "FROM generate_series(1, 20)")
+                 "FROM generate_series(1, 60)")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters") == 0, timeout=30,
              message="the busy worker to leave the waiters")
-    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 't2' AND status = 'queued'") > 0
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 't2' AND status = 'queued'") > 10
     assert _notifications_after_insert(db_url, conn) == []  # producers now commit without a NOTIFY
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 't2'") == 0, timeout=60,
              message="the backlog to drain")
