@@ -39,12 +39,10 @@ ORDER BY 1
 LIMIT %(limit)s
 """
 
-# One queue's overview numbers. jobs_ready_idx is ordered (queue, priority DESC, run_at, id), so
-# run_at is only a range inside one priority: first find the queue's few distinct priorities with a
-# loose index scan, then per priority count ready (run_at <= now) and scheduled (run_at > now) as
-# range scans, and take the first due run_at (the oldest ready). Counts stop at %(cap)s + 1 rows
-# per priority, so a million-row queue costs a bounded index walk.
-QUEUE_STATS = """
+# A queue's distinct priorities among its ready jobs, by a loose index scan of jobs_ready_idx (queue,
+# priority DESC, ...): one index probe per priority, however many jobs. QUEUE_STATS and RETRYING_IN_QUEUE
+# start from it.
+_QUEUE_PRIORITIES = """
 WITH RECURSIVE prios AS (
     (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
       ORDER BY priority DESC LIMIT 1)
@@ -52,7 +50,14 @@ WITH RECURSIVE prios AS (
     SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
               AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
       FROM prios p WHERE p.priority IS NOT NULL
-), oldest AS (
+)"""
+
+# One queue's overview numbers. jobs_ready_idx is ordered (queue, priority DESC, run_at, id), so
+# run_at is only a range inside one priority: first find the queue's few distinct priorities with a
+# loose index scan, then per priority count ready (run_at <= now) and scheduled (run_at > now) as
+# range scans, and take the first due run_at (the oldest ready). Counts stop at %(cap)s + 1 rows
+# per priority, so a million-row queue costs a bounded index walk.
+QUEUE_STATS = _QUEUE_PRIORITIES + """, oldest AS (
     SELECT min((SELECT j.run_at FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
                    AND j.priority = p.priority AND j.run_at <= now() ORDER BY j.run_at LIMIT 1)) AS run_at
       FROM prios p WHERE p.priority IS NOT NULL
@@ -135,15 +140,7 @@ SELECT coalesce(sum(completed + retried + failed + dead), 0)::bigint, coalesce(s
 # on jobs_ready_idx, straight to the scheduled end of each range: "status = 'queued' AND run_at > now()"
 # over the whole table has no index and was a sequential scan of every ready job (236 ms of the
 # overview's 345 ms at 1,000,000 ready jobs).
-RETRYING_IN_QUEUE = """
-WITH RECURSIVE prios AS (
-    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
-      ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
-              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
-      FROM prios p WHERE p.priority IS NOT NULL
-)
+RETRYING_IN_QUEUE = _QUEUE_PRIORITIES + """
 SELECT count(*) FILTER (WHERE attempts > 0), count(*)
   FROM (SELECT r.attempts FROM prios p CROSS JOIN LATERAL (
           SELECT j.attempts FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
