@@ -256,4 +256,7 @@ def test_search_statements_are_never_prepared(make_app: Any, shop: dict[str, Any
         assert listed(session, path="customer.id", value="42", queue="billing") == [shop["c42_free"]]
     with get_pool(app).connection() as conn:
         prepared = [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
+        # only for the console's borrows (webapp/db.py): the connection goes back to its pool as it came,
+        # a host's pool included
+        assert conn.prepare_threshold == 5
     assert prepared == [] or not [s for s in prepared if "FROM jobs" in s], prepared
