@@ -186,7 +186,7 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the words and the statements: imports nothing of the package
     ("vocabulary", {"skiplock.core", "skiplock.core.errors", "skiplock.core.status", "skiplock.core.records",
                     "skiplock.core.statements", "skiplock.core.task_defaults", "skiplock.core.backoff",
-                    "skiplock.core.error_summary"}),
+                    "skiplock.core.error_summary", "skiplock.core.sql"}),
     ("plumbing/", set()),
     # the queue itself: the transitions (the ack writes a failure's attempts and a snooze), the task table,
     # the producer and the linked insert it calls
