@@ -8,13 +8,16 @@ Recovery seconds (server back -> first job completed) are measured and reported,
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
+from skiplock.runtime.claimer import CLAIM_RETRY_MAX_SECONDS
 from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
 from tests.conftest import TEST_TABLES_SQL
@@ -95,3 +98,47 @@ def test_postgres_restart(cluster_db, spawn_worker):
     assert books.completed == JOBS + 1
     assert books.dead == books.failed == books.queued == books.running == 0
     assert books.duplicated <= 2 * int(SETTINGS["SKIPLOCK_CONCURRENCY"])  # at most what was in flight
+
+
+# Long enough that psycopg_pool's own doubling schedule (attempts at 1, 3, 7, 15, 31 s) would next try about
+# 15 s after the server is back: the capped schedule (plumbing/db.py RECONNECT_MAX_DELAY) tries every 0.5 s.
+OUTAGE_SECONDS = 16
+# The workers claim again within about a second of the server accepting connections. The bound is wide for a
+# loaded machine, and still far below the ~15 s the uncapped schedule took after this outage.
+RESUME_BOUND_SECONDS = 5.0
+DUE_DURING_OUTAGE = 50
+
+
+@pytest.mark.slow
+def test_claims_resume_within_a_second_or_so_after_a_long_outage(cluster_db, spawn_worker):
+    cluster, url = cluster_db
+    with _connect(url) as conn:
+        ids = [enqueue("t1", {"warm": True}, conn=conn)]
+        # jobs that fall due while the server is down: only a claim after it is back can run them
+        due = datetime.now(UTC) + timedelta(seconds=3)
+        ids += enqueue_many([{"queue": "t1", "payload": {"n": n}, "run_at": due} for n in range(DUE_DURING_OUTAGE)],
+                            conn=conn)
+    worker = spawn_worker(url=url, **SETTINGS)
+    with _connect(url) as conn:
+        wait_for(lambda: effects(conn) >= 1, timeout=60, message="the worker to run its first job")
+
+    cluster.stop("fast")
+    time.sleep(OUTAGE_SECONDS)  # the outage itself, not a synchronisation: the server is down all this time
+    cluster.start()
+    up_at = time.monotonic()
+
+    with _connect(url) as conn:
+        wait_for(lambda: effects(conn) > 1, timeout=60, message="a claim after the server came back")
+        resumed = time.monotonic() - up_at
+        wait_for(lambda: remaining(conn) == 0, timeout=60, message="the jobs due during the outage to run")
+        assert stop(worker, conn) == 0
+        books = record(audit(conn, "postgres_long_outage", [i for i in ids if i is not None]),
+                       outage_s=OUTAGE_SECONDS, resumed_s=round(resumed, 2))
+    log = worker.log()
+    assert "database unavailable" in log
+    # every wait between two attempts is capped, however long the outage: the claim loop's and the listener's
+    # (the pool's own schedule is tests/unit/test_reconnect_schedule.py)
+    waits = [float(s) for s in re.findall(r"(?:retrying|reconnecting) in ([0-9.]+)s", log)]
+    assert waits and max(waits) <= CLAIM_RETRY_MAX_SECONDS, waits
+    assert books.lost == 0 and books.completed == DUE_DURING_OUTAGE + 1
+    assert resumed < RESUME_BOUND_SECONDS, f"claims resumed {resumed:.1f}s after the server was back"

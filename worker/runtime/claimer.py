@@ -52,6 +52,10 @@ ARRIVALS_LINGER_SECONDS = 0.005
 # wakes its claim loop within about this long. Registering as a waiter on each short claim would
 # make a producer pay for a NOTIFY per claim while workers keep up with the load (migration 015).
 WOKEN_BY_FINISH_SECONDS = 0.005
+# The longest wait between two claims that found the database unavailable. While the server is down each
+# claim already waits for the pool's connection (its timeout), so a short wait adds little load; a longer
+# one delayed the first claim after the server came back by as much (plumbing/db.py RECONNECT_MAX_DELAY).
+CLAIM_RETRY_MAX_SECONDS = 0.5
 
 StartJobs = Callable[[Lane, list[state_changes.ClaimedJob]], None]
 
@@ -165,7 +169,7 @@ class Claimer:
             log.warning("claim failed, database unavailable (%s); retrying in %.1fs",
                         describe_db_error(exc), self._claim_backoff)
             self.signals.stop.wait(self._claim_backoff)
-            self._claim_backoff = min(self._claim_backoff * 2, 5.0)
+            self._claim_backoff = min(self._claim_backoff * 2, CLAIM_RETRY_MAX_SECONDS)
             return None
         self._claim_backoff = 0.1
         return jobs

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import psycopg
 
 from skiplock.core.features import handoff
-from skiplock.core.plumbing.db import connect
+from skiplock.core.plumbing.db import RECONNECT_MAX_DELAY, connect
 from skiplock.core.plumbing.deadline import WATCHDOG, db_deadline
 
 log = logging.getLogger("skiplock.listener")
@@ -94,7 +94,7 @@ class Listener:
                             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
                             delay)
                 self._stop.wait(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
         self.connected.clear()
 
     def _listen(self, conn: psycopg.Connection) -> None:

@@ -12,6 +12,7 @@ import psycopg
 import psycopg.conninfo
 import psycopg.errors
 from psycopg_pool import ConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from skiplock.core.errors import ConfigError
 from skiplock.core.plumbing.config import _number, validate_database_url
@@ -71,10 +72,34 @@ def connect(url: str, application_name: str, *, autocommit: bool = True) -> psyc
     return psycopg.connect(conninfo, autocommit=autocommit, **psycopg_only)
 
 
+# The longest a pool waits between two attempts to reach a server that went away. psycopg_pool doubles its
+# wait after every failed attempt (1, 2, 4, 8, 16 s ...), so after a 30 s outage its next attempt came up to
+# 16 s after the server was back, and the workers claimed nothing meanwhile. An attempt against a server
+# that is down costs one refused connection: trying twice a second is cheap, and a worker claims again
+# within about half a second of the server accepting connections.
+RECONNECT_MAX_DELAY = 0.5
+
+
+class CappedAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnection schedule, its growing wait capped at RECONNECT_MAX_DELAY."""
+
+    INITIAL_DELAY = 0.1
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY)
+
+
 class DeadlinePool(ConnectionPool):
-    """A ConnectionPool whose every borrow runs under the client-side deadline (skiplock.core.plumbing.deadline)."""
+    """A ConnectionPool whose every borrow runs under the client-side deadline (skiplock.core.plumbing.deadline),
+    and which tries to reach a lost server again at least every RECONNECT_MAX_DELAY seconds."""
 
     deadline: float = DEFAULT_DEADLINE
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # psycopg_pool starts each reconnection with its own AttemptWithBackoff and passes that object on to
+        # every retry: starting it with a CappedAttempt caps the whole schedule
+        super()._add_connection(attempt or CappedAttempt(timeout=self.reconnect_timeout), growing)
 
     @contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
