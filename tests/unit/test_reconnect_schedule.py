@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-CappedAttempt = RECONNECT_MAX_DELAY = None  # type: ignore
+from skiplock.core.plumbing.db import RECONNECT_MAX_DELAY, CappedAttempt
 
 
 def test_the_wait_between_attempts_never_grows_past_the_cap() -> None:
