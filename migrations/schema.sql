@@ -630,6 +630,53 @@ BEGIN
 END $$;
 
 --
+-- Name: alert_conditions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alert_conditions (
+    key text NOT NULL,
+    rule text NOT NULL,
+    subject text NOT NULL,
+    summary text NOT NULL,
+    link text NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: alerts_sent; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alerts_sent (
+    id bigint NOT NULL,
+    sent_at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    title text NOT NULL,
+    body text NOT NULL,
+    delivered boolean NOT NULL,
+    error text,
+    CONSTRAINT alerts_sent_kind_check CHECK ((kind = ANY (ARRAY['firing'::text, 'resolved'::text, 'test'::text])))
+);
+
+--
+-- Name: alerts_sent_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.alerts_sent_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: alerts_sent_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.alerts_sent_id_seq OWNED BY public.alerts_sent.id;
+
+--
 -- Name: audit_log; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1120,6 +1167,12 @@ WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.05');
 ALTER TABLE ONLY public.jobs_history ATTACH PARTITION public.jobs_history_default DEFAULT;
 
 --
+-- Name: alerts_sent id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alerts_sent ALTER COLUMN id SET DEFAULT nextval('public.alerts_sent_id_seq'::regclass);
+
+--
 -- Name: job_batches id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1130,6 +1183,20 @@ ALTER TABLE ONLY public.job_batches ALTER COLUMN id SET DEFAULT nextval('public.
 --
 
 ALTER TABLE ONLY public.jobs ALTER COLUMN id SET DEFAULT nextval('public.jobs_id_seq'::regclass);
+
+--
+-- Name: alert_conditions alert_conditions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alert_conditions
+    ADD CONSTRAINT alert_conditions_pkey PRIMARY KEY (key);
+
+--
+-- Name: alerts_sent alerts_sent_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alerts_sent
+    ADD CONSTRAINT alerts_sent_pkey PRIMARY KEY (id);
 
 --
 -- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1284,6 +1351,12 @@ ALTER TABLE ONLY public.worker_latency
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+--
+-- Name: alerts_sent_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX alerts_sent_at_idx ON public.alerts_sent USING btree (sent_at);
 
 --
 -- Name: job_batches_complete_job_idx; Type: INDEX; Schema: public; Owner: -

@@ -39,6 +39,7 @@ from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import is_connection_error, make_pool, session_settings
 from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.status import HistoryMode
+from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
 from skiplock.runtime.executor import Executor
@@ -51,6 +52,7 @@ from skiplock.runtime.listener import Listener
 from skiplock.runtime.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
 from skiplock.runtime.shutdown import Shutdown
 from skiplock.runtime.signals import Signals
+from skiplock.services.alerts import AlertService
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
@@ -300,6 +302,9 @@ class Worker:
             # dependents and batches the normal path could not settle (a job finished outside skiplock)
             ("workflow-sweeper", WorkflowSweeper(pool).run_once, self.settings.sweep_interval),
         ]
+        alerts = AlertSettings.from_env()
+        if alerts.enabled:  # pushed alerts: whichever worker holds the alert lock sends them
+            services.append(("alerts", AlertService(pool.connection, self.settings, alerts).run_once, alerts.interval))
         if self.settings.history == HistoryMode.PARTITIONED:
             from skiplock.services.history import HistoryPartitions
 

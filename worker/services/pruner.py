@@ -11,8 +11,10 @@ from psycopg_pool import ConnectionPool
 from skiplock.core import state_changes, statements
 from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
+from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
 
+ALERTS = queries("alerts")
 log = logging.getLogger("skiplock.pruner")
 
 # A wait() registration older than this belongs to a process that died while waiting (wait() itself
@@ -48,6 +50,8 @@ class Pruner:
             total += self._in_batches(lambda n: audit.prune(conn, self.settings.audit_retention, n))
             # payload edits (migration 032) are the audit's evidence: kept as long
             total += self._in_batches(lambda n: payload_edit.prune(conn, self.settings.audit_retention, n))
+            # the alerts sent (worker/services/alerts.py) are the on-call's record, kept as long as the audit
+            total += conn.execute(ALERTS.prune_sent, {"retention": self.settings.audit_retention}).rowcount
             # closed hours of per-minute stats summed for the console's 7-day charts (migration 033),
             # before the minutes past retention go; sums of rows counted below, so not counted again
             stats_rollup.roll_up(conn)

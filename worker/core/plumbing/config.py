@@ -228,6 +228,9 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_MIGRATE_ALLOW_CHANGED",
     # the skiplock.testing plugin's (tools/testing.py): a worker a user's test session starts inherits them
     "SKIPLOCK_TEST_SERVER_URL", "SKIPLOCK_TEST_DATABASE_URL",
+    # pushed alerts (skiplock.monitor.alert_rules.AlertSettings)
+    "SKIPLOCK_ALERT_URLS", "SKIPLOCK_ALERT_DEAD_COUNT", "SKIPLOCK_ALERT_WINDOW", "SKIPLOCK_ALERT_OLDEST_READY",
+    "SKIPLOCK_ALERT_INTERVAL", "SKIPLOCK_CONSOLE_URL",
 }
 
 
