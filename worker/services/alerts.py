@@ -107,7 +107,7 @@ class AlertService:
 
     def _body(self, summary: str, since: datetime, link: str, state: str) -> str:
         where = f"{self.alerts.console_url}{link}" if self.alerts.console_url else f"{link} on the console"
-        return (f"{state}: {summary}\nSince: {since.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        return (f"{state}: {summary}\nSince: {since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
                 f"\nSee: {where}")
 
     def _deliver(self, message: Message) -> str | None:
