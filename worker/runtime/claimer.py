@@ -231,7 +231,7 @@ class Claimer:
                 with self._lock:
                     free = lane.plan[0] - lane.held
                     idle = lane.held == 0
-                if idle and free > 0 and not self.signals.stop.is_set():
+                if idle and free > 0 and self.signals.may_claim():
                     want = min(free, self.settings.batch_size)
                     jobs = self.claim(lane, want, conn)
                     if jobs and lane.kind != ASYNC:
@@ -276,7 +276,7 @@ class Claimer:
         if tracing.enabled():  # the enqueue span's context, for the run span's link
             with WATCHDOG.guard(conn, self.listener.deadline if self.listener else 0.0):
                 tracing.remember_contexts(conn, [job.id])
-        if self.signals.stopped_claiming.is_set() or self.signals.quiet.is_set():
+        if not self.signals.may_claim():
             self._release([job.id])  # too late to start it: back to its queue, the run not counted
             return None
         lane = self._lane_of[job.queue]
