@@ -15,7 +15,7 @@ from tests.support.helpers import scalar, wait_for
 def test_an_idle_quieted_worker_claims_nothing_though_enqueues_notify_it(
         db_url: str, conn: Any, spawn_worker: Any) -> None:
     worker = spawn_worker(SKIPLOCK_QUEUES="t1")
-    wid = wait_for(lambda: scalar(conn, "SELECT id FROM workers"), timeout=30, message="the worker's row")
+    wid = wait_for(lambda: scalar(conn, "SELECT id FROM workers"), timeout=90, message="the worker's row")
     # idle: it registered as a waiter, so each insert into t1 makes the producer send a NOTIFY
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM queue_waiters WHERE worker_id = %s", (wid,)) > 0,
              timeout=30, message="the idle worker to register as a waiter")

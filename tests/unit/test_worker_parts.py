@@ -57,7 +57,7 @@ def test_the_claimer_claims_what_is_there_and_hands_it_to_the_executor(
         worker: Worker, conn: psycopg.Connection) -> None:
     ids = [enqueue("parts", {"n": n}) for n in range(3)]
     worker.claimer.run_once()
-    assert sorted(worker.held.running) == sorted(ids) and worker.lanes[0].held == 3
+    assert sorted(worker.held.running_ids()) == sorted(ids) and worker.held.held_in(worker.lanes[0]) == 3
     handed = [worker.executor.jobs.get_nowait() for _ in ids]
     assert sorted(job.id for job in handed if job is not None) == sorted(ids)
     assert _statuses(conn) == {"running": 3}
@@ -80,9 +80,9 @@ def test_the_executor_runs_a_handler_and_the_acker_writes_its_outcome(
         assert job is not None
         worker.executor.execute(job)
     assert sorted(p.get("n", -1) for p in worker.ran) == [-1, 1]  # type: ignore[attr-defined]
-    assert not worker.held.running and sorted(worker.held.unacked) == sorted([ok, failing])
+    assert worker.held.leases() == ({ok: "parts", failing: "parts"}, [])
     assert worker.acker.run_once(first_wait=5.0) is True
-    assert not worker.held.unacked
+    assert worker.held.known_ids() == []
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE id = %s", (ok,)) == 0  # succeeded: deleted
     assert conn.execute("SELECT status, attempts, last_error LIKE '%%told to fail%%' FROM jobs WHERE id = %s",
                         (failing,)).fetchone() == ("queued", 1, True)  # a retry, its attempt counted
