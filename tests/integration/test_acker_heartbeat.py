@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -13,11 +13,15 @@ import pytest
 from skiplock import enqueue, enqueue_many
 from skiplock.core import state_changes
 from skiplock.core.features import cancel
+from skiplock.core.plumbing.config import load_settings
 from skiplock.core.state_changes import ClaimedJob, Outcome
 from skiplock.runtime.acker import Acker
+from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.heartbeat import Heartbeat
-from skiplock.runtime.latency import LatencyRecorder
+from skiplock.runtime.lanes import SYNC, Lane
 from skiplock.runtime.ledger import Counters, HeldJobs
+from skiplock.runtime.parts import WorkerParts
+from skiplock.runtime.prefetch import ClaimSizing
 from skiplock.services.reaper import Reaper
 from tests.support.helpers import scalar
 
@@ -47,16 +51,30 @@ def _claim(url: str, worker_id: str, limit: int, lease: float = 30.0) -> list[Cl
         return state_changes.claim(c, worker_id, ["t1"], [lease], limit)
 
 
+def _ledger(running: list[ClaimedJob] = [], unacked: list[ClaimedJob] = []) -> HeldJobs:  # noqa: B006
+    """A ledger holding `running` jobs and finished `unacked` ones, arranged through its own methods."""
+    lane = Lane(SYNC, 4, ["t1"], [30.0], ClaimSizing(4, 10))
+    held = HeldJobs([lane])
+    held.started(lane, [*running, *unacked])
+    for job in unacked:
+        held.finished(job, written=False)
+    return held
+
+
+def _parts(database: Database, held: HeldJobs, counters: Counters, batch: int = 10,
+           interval: float = 0.01) -> WorkerParts:
+    settings = dataclasses.replace(load_settings(), ack_batch=batch, ack_interval=interval, history_mode="delete")
+    return WorkerParts(settings, "w", held, WorkerFlow({}), database.connect, counters=counters)
+
+
 def _acker(database: Database, held: HeldJobs, counters: Counters, batch: int = 10) -> Acker:
-    return Acker(database.connect, "w", held, threading.Lock(), counters, LatencyRecorder(),
-                 batch=batch, interval=0.01, history="delete")
+    return Acker(_parts(database, held, counters, batch))
 
 
 def test_one_acker_pass_writes_a_batch_of_every_outcome_and_forgets_it(database, conn):
     ids = enqueue_many([("t1", {"n": i}) for i in range(3)])
     jobs = _claim(database.url, "w", 3)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    held.unacked.update({j.id: j.queue for j in jobs})
+    held, counters = _ledger(unacked=jobs), Counters()
     acker = _acker(database, held, counters)
     assert acker.run_once(first_wait=0.01) is None  # nothing finished yet: nothing written
     acker.put(Outcome(ids[0], "t1", 1, "ok"))
@@ -64,7 +82,7 @@ def test_one_acker_pass_writes_a_batch_of_every_outcome_and_forgets_it(database,
     acker.put(Outcome(ids[2], "t1", 1, "dead", error="gone"))
     assert acker.run_once() is True
     assert dict(conn.execute("SELECT id, status::text FROM jobs").fetchall()) == {ids[1]: "queued", ids[2]: "dead"}
-    assert held.unacked == {}
+    assert held.known_ids() == []
     assert (counters.succeeded, counters.retried, counters.dead, counters.stale_acks) == (1, 1, 1, 0)
     assert not acker.waiting()
 
@@ -72,24 +90,23 @@ def test_one_acker_pass_writes_a_batch_of_every_outcome_and_forgets_it(database,
 def test_the_acker_keeps_a_batch_while_the_database_is_away_and_writes_it_after(database, conn):
     [job_id] = [enqueue("t1", {})]
     [job] = _claim(database.url, "w", 1)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    held.unacked[job.id] = job.queue
+    held, counters = _ledger(unacked=[job]), Counters()
     acker = _acker(database, held, counters)
     acker.put(Outcome(job_id, "t1", 1, "ok"))
     database.down = True
     assert acker.run_once() is False  # kept, not lost
-    assert counters.ack_errors == 1 and held.unacked == {job_id: "t1"}
+    assert counters.ack_errors == 1 and held.leases() == ({job_id: "t1"}, [])
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job_id,)) == "running"
     database.down = False
     assert acker.run_once() is True  # the kept batch, without a new put
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
-    assert counters.succeeded == 1 and held.unacked == {}
+    assert counters.succeeded == 1 and held.known_ids() == []
 
 
 def test_a_late_result_of_an_older_run_is_dropped_as_stale(database, conn):
     job_id = enqueue("t1", {})
     _claim(database.url, "w", 1)
-    held, counters = HeldJobs(threading.Lock()), Counters()
+    held, counters = _ledger(), Counters()
     acker = _acker(database, held, counters)
     acker.put(Outcome(job_id, "t1", 7, "ok"))  # attempt 7 never ran: the fence refuses it
     assert acker.run_once() is True
@@ -100,9 +117,8 @@ def test_a_late_result_of_an_older_run_is_dropped_as_stale(database, conn):
 def test_a_whole_batch_is_written_without_waiting_out_the_interval(database, conn):
     ids = enqueue_many([("t1", {"n": i}) for i in range(2)])
     _claim(database.url, "w", 2)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    acker = Acker(database.connect, "w", held, threading.Lock(), counters, LatencyRecorder(),
-                  batch=2, interval=3600.0, history="delete")  # an interval the test would never see end
+    held, counters = _ledger(), Counters()
+    acker = Acker(_parts(database, held, counters, batch=2, interval=3600.0))  # an interval no test sees end
     for job_id in ids:
         acker.put(Outcome(job_id, "t1", 1, "ok"))
     assert acker.run_once() is True
@@ -110,15 +126,13 @@ def test_a_whole_batch_is_written_without_waiting_out_the_interval(database, con
 
 
 def _heartbeat(database: Database, held: HeldJobs, counters: Counters, lease: float = 600.0) -> Heartbeat:
-    return Heartbeat(database.connect, "w", held, threading.Lock(), counters, lambda queue: lease)
+    return Heartbeat(_parts(database, held, counters), lambda queue: lease)
 
 
 def test_one_heartbeat_pass_extends_every_held_lease(database, conn):
     enqueue_many([("t1", {"n": i}) for i in range(3)])
     running, unacked, not_held = _claim(database.url, "w", 3, lease=5.0)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    held.running[running.id] = running
-    held.unacked[unacked.id] = unacked.queue
+    held, counters = _ledger(running=[running], unacked=[unacked]), Counters()
     assert _heartbeat(database, held, counters).run_once() == set()
     extended = dict(conn.execute("SELECT id, lease_until > now() + interval '500 seconds' FROM jobs").fetchall())
     assert extended == {running.id: True, unacked.id: True, not_held.id: False}
@@ -128,8 +142,7 @@ def test_one_heartbeat_pass_extends_every_held_lease(database, conn):
 def test_a_reaped_lease_is_reported_lost_and_a_cancel_request_is_seen(database, conn):
     enqueue_many([("t1", {"n": i}) for i in range(2)])
     kept, reaped = _claim(database.url, "w", 2)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    held.running.update({kept.id: kept, reaped.id: reaped})
+    held, counters = _ledger(running=[kept, reaped]), Counters()
     conn.execute("UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = %s", (reaped.id,))
     with psycopg.connect(database.url) as c:
         assert cancel.request_cancel(c, kept.id, "test").changed
@@ -151,8 +164,7 @@ def test_a_reaped_lease_is_reported_lost_and_a_cancel_request_is_seen(database, 
 def test_a_heartbeat_without_the_database_loses_nothing(database, conn):
     enqueue("t1", {})
     [job] = _claim(database.url, "w", 1)
-    held, counters = HeldJobs(threading.Lock()), Counters()
-    held.running[job.id] = job
+    held, counters = _ledger(running=[job]), Counters()
     database.down = True
     assert _heartbeat(database, held, counters).run_once() == set()
-    assert counters.lost_leases == 0 and held.running == {job.id: job}
+    assert counters.lost_leases == 0 and held.running_ids() == [job.id]

@@ -32,7 +32,7 @@ def test_a_notify_claims_for_an_idle_lane_only(db_url: str, conn: psycopg.Connec
     first = enqueue("lc", {"n": 1})
     with psycopg.connect(db_url, autocommit=True) as listener_conn:
         assert worker.claimer.on_notify(listener_conn) is True
-        assert list(worker.held.running) == [first] and lane.held == 1
+        assert worker.held.running_ids() == [first] and worker.held.held_in(lane) == 1
         handed = worker.executor.jobs.get_nowait()
         assert handed is not None and handed.id == first  # handed to the handler threads
         assert worker.signals.wake_on_start  # the handler that takes it wakes the claim loop
@@ -41,9 +41,9 @@ def test_a_notify_claims_for_an_idle_lane_only(db_url: str, conn: psycopg.Connec
 
         second = enqueue("lc", {"n": 2})
         assert worker.claimer.on_notify(listener_conn) is False  # the lane holds a job: the claim loop's turn
-        worker.executor.finish(worker.held.running[first], worker.executor.failure_outcome(
-            worker.held.running[first], RuntimeError("x"))._replace(status="ok"), 1.0)
-        assert lane.held == 0
+        worker.executor.finish(handed, worker.executor.failure_outcome(
+            handed, RuntimeError("x"))._replace(status="ok"), 1.0)
+        assert worker.held.held_in(lane) == 0
         with lane.claiming:  # the claim loop is claiming for this lane right now
             assert worker.claimer.on_notify(listener_conn) is False
         assert scalar(conn, "SELECT status FROM jobs WHERE id = %s", (second,)) == "queued"

@@ -396,7 +396,7 @@ def test_a_notify_claim_that_empties_the_queue_of_short_jobs_is_followed_by_one_
             wait_for(functools.partial(_done_and_parked_again, conn, wake, parks),
                      timeout=30, message="the batch done, registered and parked again")
         assert worker.counters.succeeded == 12 and worker.counters.handed_off == 0
-        assert worker.executor.lane_of["notify_batch"].sizing.handlers_shorter_than(0.005)
+        assert worker.held.lane_of["notify_batch"].sizing.handlers_shorter_than(0.005)
         # the listener's claim of the 3 jobs, and the claim after registering again
         assert len(claims) - before == 2, f"{len(claims) - before} claims for the last batch, 2 expected"
     finally:

@@ -14,16 +14,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
-
-import psycopg
 
 from skiplock.core import state_changes
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error
-from skiplock.core.status import HistoryMode, OutcomeStatus
-from skiplock.runtime.latency import LatencyRecorder
-from skiplock.runtime.ledger import Counters, HeldJobs
+from skiplock.core.status import OutcomeStatus
+from skiplock.runtime.parts import WorkerParts
 
 log = logging.getLogger("skiplock.worker")
 
@@ -35,20 +30,18 @@ COUNTER: dict[str, str] = {OutcomeStatus.OK: "succeeded", OutcomeStatus.RETRY: "
 class Acker:
     """Gathers outcomes and writes each batch with one fenced statement."""
 
-    def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
-                 held: HeldJobs, row_writes: threading.Lock, counters: Counters, latency: LatencyRecorder, *,
-                 batch: int, interval: float, history: HistoryMode | str,
+    def __init__(self, parts: WorkerParts,
                  on_written: Callable[[list[state_changes.Outcome], bool], None] | None = None) -> None:
-        self._connect = connect
-        self.worker_id = worker_id
-        self.held = held
-        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see Worker)
-        self._row_writes = row_writes
-        self.counters = counters
-        self.latency = latency
-        self.batch = batch
-        self.interval = interval
-        self.history = history
+        self._connect = parts.rows_connection
+        self.worker_id = parts.worker_id
+        self.ledger = parts.ledger
+        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
+        self._row_writes = parts.row_writes
+        self.counters = parts.counters
+        self.latency = parts.latency
+        self.batch = parts.settings.ack_batch
+        self.interval = parts.settings.ack_interval
+        self.history = parts.settings.history
         # told of each written batch, and whether it ended a lock-keyed job (the worker: limited queues'
         # slots are free, a key's next job may be claimable)
         self.on_written = on_written
@@ -127,7 +120,7 @@ class Acker:
                                                                         history=self.history)
                 # forget the ids before a heartbeat can run: it would otherwise find the rows gone
                 # and report leases lost for jobs that were just acked
-                self.held.acked([outcome.job_id for outcome in outcomes])
+                self.ledger.acked([outcome.job_id for outcome in outcomes])
             self.latency.observe("ack", time.perf_counter() - started)
         except Exception as exc:
             if not is_connection_error(exc):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,15 +21,11 @@ from skiplock.core import state_changes
 from skiplock.core.features import handoff
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.plumbing import tracing
-from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error, prepared_statements, session_defaults
 from skiplock.core.plumbing.deadline import WATCHDOG
-from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.lanes import ASYNC, Lane
-from skiplock.runtime.latency import LatencyRecorder
-from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.listener import Listener
-from skiplock.runtime.signals import Signals
+from skiplock.runtime.parts import Connect, WorkerParts
 
 log = logging.getLogger("skiplock.worker")
 
@@ -63,31 +58,26 @@ StartJobs = Callable[[Lane, list[state_changes.ClaimedJob]], None]
 class Claimer:
     """Claims jobs for the worker's lanes and hands them to `start_jobs` (the executor's)."""
 
-    def __init__(self, settings: Settings, worker_id: str, queues: list[str], lanes: list[Lane],
-                 signals: Signals, held: HeldJobs, flow: WorkerFlow, waiting: Waiting,
-                 counters: Counters, latency: LatencyRecorder, *, start_jobs: StartJobs,
-                 claim_connection: Callable[[], Any], rows_connection: Callable[[], Any],
-                 row_writes: threading.Lock, release: Callable[[list[int]], None],
-                 wants_context: bool) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
+    def __init__(self, parts: WorkerParts, queues: list[str], waiting: Waiting, *, start_jobs: StartJobs,
+                 claim_connection: Connect, release: Callable[[list[int]], None]) -> None:
+        self.settings = parts.settings
+        self.worker_id = parts.worker_id
         self.queues = queues
-        self.lanes = lanes
-        self._lane_of: dict[str, Lane] = {q: lane for lane in lanes for q in lane.queues}
-        self.signals = signals
-        self.held = held
-        self._lock = held.lock  # the worker's bookkeeping lock: it guards the lanes' counts too
-        self.flow = flow
+        self.ledger = parts.ledger
+        self.lanes = parts.ledger.lanes
+        self._lane_of = parts.ledger.lane_of
+        self.signals = parts.signals
+        self.flow = parts.flow
         self.waiting = waiting  # waiter rows ask producers' insert trigger for a NOTIFY while idle
-        self.counters = counters
-        self.latency = latency
+        self.counters = parts.counters
+        self.latency = parts.latency
         self._start_jobs = start_jobs
         self._claim_pool_connection = claim_connection  # the claim loop's own connection (see Worker.run)
-        self._rows_connection = rows_connection
-        self._row_writes = row_writes  # acks, heartbeats and releases one at a time (see Worker)
+        self._rows_connection = parts.rows_connection
+        self._row_writes = parts.row_writes  # acks, heartbeats and releases one at a time (see WorkerParts)
         self._release = release  # back to their queues, the run not counted (worker/runtime/shutdown.py)
         # Claim the JobContext columns only when some handler declares `job` (see state_changes.claim).
-        self._wants_context = wants_context
+        self._wants_context = any(task.wants_job for task in parts.flow.tasks.values())
         self.loop_tick = time.monotonic()  # last claim-loop turn, for the health endpoint
         self._claim_backoff = 0.1
         # after a listener reconnect, until this monotonic time: look for hand-offs lost with the old
@@ -115,9 +105,8 @@ class Claimer:
         found = 0
         for lane in self.lanes:  # one claim per handler kind, sized from that kind's free slots
             lane.plan = capacity, threshold = lane.sizing.plan()
-            with self._lock:
-                free = capacity - lane.held
-                busy = lane.held > 0
+            held = self.ledger.held_in(lane)
+            free, busy = capacity - held, held > 0
             # A claim is a round trip and a commit: take a few places only when nothing is held,
             # else wait until enough are open to be worth it (the executor's finish wakes us at the threshold).
             if free > 0 and (free >= threshold or not busy):
@@ -154,9 +143,7 @@ class Claimer:
 
     def _finish_wakes_soon(self) -> bool:
         """Some lane runs jobs that end within WOKEN_BY_FINISH_SECONDS: their finish wakes the loop."""
-        with self._lock:
-            busy = [lane for lane in self.lanes if lane.held > 0]
-        return any(lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS) for lane in busy)
+        return any(lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS) for lane in self.ledger.busy_lanes())
 
     def _claim_or_back_off(self, lane: Lane, want: int) -> list[state_changes.ClaimedJob] | None:
         """Claim for `lane`; on a lost database, wait with a growing back-off and return None."""
@@ -232,10 +219,9 @@ class Claimer:
             if not lane.claiming.acquire(timeout=NOTIFY_CLAIM_WAIT_SECONDS):
                 continue
             try:
-                with self._lock:
-                    free = lane.plan[0] - lane.held
-                    idle = lane.held == 0
-                if idle and free > 0 and not self.signals.stop.is_set():
+                held = self.ledger.held_in(lane)
+                free, idle = lane.plan[0] - held, held == 0
+                if idle and free > 0 and self.signals.may_claim():
                     want = min(free, self.settings.batch_size)
                     jobs = self.claim(lane, want, conn)
                     if jobs and lane.kind != ASYNC:
@@ -280,7 +266,7 @@ class Claimer:
         if tracing.enabled():  # the enqueue span's context, for the run span's link
             with WATCHDOG.guard(conn, self.listener.deadline if self.listener else 0.0):
                 tracing.remember_contexts(conn, [job.id])
-        if self.signals.stopped_claiming.is_set() or self.signals.quiet.is_set():
+        if not self.signals.may_claim():
             self._release([job.id])  # too late to start it: back to its queue, the run not counted
             return None
         lane = self._lane_of[job.queue]
@@ -295,8 +281,7 @@ class Claimer:
         """Within the window after a listener reconnect: release jobs handed to us and never received."""
         if time.monotonic() >= self._lost_handoffs_until:
             return
-        with self._lock:
-            known = [*self.held.running, *self.held.unacked]
+        known = self.ledger.known_ids()
         with self._row_writes, self._rows_connection() as conn:
             released = handoff.release_lost(conn, self.worker_id, known)
         if released:

@@ -1,11 +1,15 @@
-"""The executor: runs handlers, classifies their outcomes, and hands them to the acker.
+"""The executor: runs handlers with the run hooks around them, classifies their outcomes, and
+hands them to the acker.
 
 Sync handlers run on `concurrency` handler threads that take jobs from a queue; `async def`
-handlers run on the worker's event loop (worker/runtime/async_pool.py). Each run ends in an
-Outcome (worker/runtime/outcomes.py): `_call` / `_call_async` build the success, `failure_outcome`
-classifies an exception. `finish` logs it, frees the job's slot (waking the claim loop when a
-claim is worth making) and puts the outcome to the acker (worker/runtime/acker.py), which writes
-it in a batch. `execute(job)` runs one job on the calling thread; tests drive it and `finish`.
+handlers run on the worker's event loop (worker/runtime/async_pool.py). Both share one body:
+`_prepare` (the hooks' `before`), the handler call (`_call` or `await _call_async`), then
+`_conclude` (the hooks' `after`) or, for an exception, `_conclude_failed` (the hooks' `caught`,
+then `failure_outcome`'s classification, worker/runtime/outcomes.py). The features around a run
+(tracing, timings, payload versions, cancel, error hooks) are hooks (worker/runtime/run_hooks.py):
+the executor names none of them. `finish` logs the outcome, frees the job's slot in the ledger
+(waking the claim loop when a claim is worth making) and puts the outcome to the acker
+(worker/runtime/acker.py). `execute(job)` runs one job on the calling thread; tests drive it.
 """
 
 from __future__ import annotations
@@ -16,27 +20,21 @@ import logging
 import queue as queue_mod
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from skiplock.core import state_changes
 from skiplock.core.error_summary import headline
-from skiplock.core.features import cancel, hooks
-from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.job_context import JobContext
-from skiplock.core.plumbing import tracing
-from skiplock.core.plumbing.config import Settings
 from skiplock.core.registry import Task
 from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.environment import broken_environment
-from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.lanes import ASYNC, Lane
-from skiplock.runtime.latency import LatencyRecorder
-from skiplock.runtime.ledger import Counters, HeldJobs
-from skiplock.runtime.signals import Signals
+from skiplock.runtime.parts import WorkerParts
+from skiplock.runtime.run_hooks import RunHook, cancellation_is_an_outcome, overrides
 
 log = logging.getLogger("skiplock.worker")
 
@@ -83,36 +81,33 @@ class SuccessLogBudget:
 
 
 class Executor:
-    """Runs claimed jobs' handlers and records their outcomes (through the acker it owns)."""
+    """Runs claimed jobs' handlers, with the run hooks around each, and records their outcomes
+    (through the acker it owns)."""
 
-    def __init__(self, settings: Settings, worker_id: str, tasks: dict[str, Task], lanes: list[Lane],
-                 signals: Signals, held: HeldJobs, flow: WorkerFlow, counters: Counters,
-                 latency: LatencyRecorder, *, rows_connection: Callable[[], Any],
-                 row_writes: threading.Lock) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
-        self.tasks = tasks
-        self.lanes = lanes
-        self.lane_of: dict[str, Lane] = {q: lane for lane in lanes for q in lane.queues}
-        self.signals = signals
-        self.held = held
-        self._lock = held.lock
-        self.flow = flow
-        self.counters = counters
-        self.latency = latency
-        self.run_times: RunTimeRecorder | None = None  # per-queue run times (the Worker sets it)
-        # Handler threads take jobs from a SimpleQueue: a put/get costs ~3 us of CPU per job,
-        # a ThreadPoolExecutor submit (Future, locks, work item) ~15 us, on the hot path.
+    def __init__(self, parts: WorkerParts, hooks: Sequence[RunHook] = ()) -> None:
+        self.parts = parts
+        self.settings = parts.settings
+        self.worker_id = parts.worker_id
+        self.tasks = parts.flow.tasks
+        self.ledger = parts.ledger
+        self.signals = parts.signals
+        self.flow = parts.flow
+        self.counters = parts.counters
+        self.hooks = list(hooks)
+        # each phase's hooks, the ones that do something in it (run_hooks.py: before in list order,
+        # the others in reverse), fixed here so that a run loops over short lists
+        self._befores = [h for h in self.hooks if overrides(h, "before")]
+        self._catchers = [h for h in reversed(self.hooks) if overrides(h, "caught")]
+        self._afters = [h for h in reversed(self.hooks) if overrides(h, "after")]
+        # Handler threads take jobs from a SimpleQueue: a put/get is far cheaper on the hot path
+        # than a ThreadPoolExecutor submit (a Future, locks and a work item per job).
         self.jobs: queue_mod.SimpleQueue[state_changes.ClaimedJob | None] = queue_mod.SimpleQueue()
         self.handlers: list[threading.Thread] = []
         self.async_loop: AsyncHandlerLoop | None = None
-        if any(lane.kind == ASYNC for lane in lanes):
-            self.async_loop = AsyncHandlerLoop(settings.async_concurrency, self.execute_async)
-        self.acker = Acker(rows_connection, worker_id, held, row_writes, counters, latency,
-                           batch=settings.ack_batch, interval=settings.ack_interval,
-                           history=settings.history, on_written=self.after_ack)
+        if any(lane.kind == ASYNC for lane in self.ledger.lanes):
+            self.async_loop = AsyncHandlerLoop(self.settings.async_concurrency, self.execute_async)
+        self.acker = Acker(parts, on_written=self.after_ack)
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
-        self.given_back: list[int] = []  # jobs whose handler found the environment broken: released at shutdown
 
     # ---- handing jobs to the handlers ------------------------------------------------------
 
@@ -120,7 +115,7 @@ class Executor:
         """The handler threads of the sync lane (`concurrency` of them), and the async loop."""
         if self.async_loop is not None:
             self.async_loop.start()
-        sync_slots = self.settings.concurrency if any(lane.kind != ASYNC for lane in self.lanes) else 0
+        sync_slots = self.settings.concurrency if any(lane.kind != ASYNC for lane in self.ledger.lanes) else 0
         for index in range(sync_slots):
             # daemons: a handler still running a released job must not hold the process open
             thread = threading.Thread(target=self._handler_loop, name=f"skiplock-handler_{index}", daemon=True)
@@ -135,13 +130,10 @@ class Executor:
             self.async_loop.stop()
 
     def start(self, lane: Lane, jobs: list[state_changes.ClaimedJob]) -> None:
-        """Hold claimed jobs and hand them to their lane's handlers."""
+        """Hold claimed jobs (in the ledger) and hand them to their lane's handlers."""
         if not jobs:
             return
-        with self._lock:
-            for job in jobs:
-                self.held.running[job.id] = job
-            lane.held += len(jobs)
+        self.ledger.started(lane, jobs)
         if lane.kind == ASYNC:
             assert self.async_loop is not None
             self.async_loop.submit(jobs)  # one thread-safe hand-over per batch
@@ -160,73 +152,86 @@ class Executor:
             except Exception:  # a bug in our own bookkeeping: keep the thread, the lease will expire
                 log.exception("job %d: internal error after its handler ran", job.id)
 
-    # ---- one job ---------------------------------------------------------------------------
+    # ---- one job: the same body for both kinds, only the handler call differs ----------------
 
     def execute(self, job: state_changes.ClaimedJob) -> None:
         """Run one job's handler on this thread and record its outcome."""
         task = self.tasks[job.queue]
-        tracing.start_run(job.id, job.queue, job.attempts)  # OpenTelemetry run span, when installed
         started = time.perf_counter()
         context: JobContext | None = None
         try:
-            payload = self.flow.upgrade(job, json.loads(job.payload))  # claimed as text (see Claimer.claim)
-            # the context is built only for handlers that declare `job`: most do not, and it is
-            # a frozen dataclass of ten fields, built per job
-            context = self._context(job) if task.wants_job else None
+            payload, context = self._prepare(job, task)
             outcome = _call(task, job, payload, context, self.settings.max_result_bytes)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
-            if self._stops_for_environment(job, exc):
-                return
-            outcome = self.failure_outcome(job, exc)
-        self._record(job, outcome, started, context)
+            self._conclude_failed(job, exc, started)
+            return
+        self._conclude(job, outcome, started, None, context)
 
     async def execute_async(self, job: state_changes.ClaimedJob) -> None:
         """execute for an `async def` handler, awaited on the worker's event loop thread."""
         task = self.tasks[job.queue]
-        tracing.start_run(job.id, job.queue, job.attempts)  # per task: tracing keeps it in a ContextVar
         started = time.perf_counter()
         context: JobContext | None = None
         try:
-            payload = self.flow.upgrade(job, json.loads(job.payload))
-            if task.wants_job:
-                context = self._context(job)
+            payload, context = self._prepare(job, task)
             outcome = await _call_async(task, job, payload, context, self.settings.max_result_bytes)
         except asyncio.CancelledError as exc:
-            current = asyncio.current_task()
-            if cancel.is_requested(job.id):
-                # an operator's cancel (the heartbeat saw it and cancelled this task): the run ends,
-                # and _record's cancel.override makes it failed "cancelled by <who>"
-                if current is not None:
-                    current.uncancel()
-                outcome = self.failure_outcome(job, exc)
-            elif current is not None and current.cancelling():
-                # cancelled by the shutdown after its grace: no outcome, the job stays in flight
-                # and the shutdown releases it to its queue at once (the attempt does not count)
-                raise
-            outcome = self.failure_outcome(job, exc)  # the handler's own code raised it
+            if not cancellation_is_an_outcome(job):
+                raise  # the shutdown's cancel: the job stays in flight, and is released at once
+            self._conclude_failed(job, exc, started)
+            return
         except BaseException as exc:
-            if self._stops_for_environment(job, exc):
+            self._conclude_failed(job, exc, started)
+            return
+        self._conclude(job, outcome, started, None, context)
+
+    def _prepare(self, job: state_changes.ClaimedJob, task: Task) -> tuple[Any, JobContext | None]:
+        """The handler's payload (claimed as text, see Claimer.claim) through the hooks' `before`,
+        and its JobContext when it declares `job` (most do not: it is built only for those)."""
+        payload = json.loads(job.payload)
+        for hook in self._befores:
+            payload = hook.before(job, payload)
+        return payload, (self._context(job) if task.wants_job else None)
+
+    def _conclude_failed(self, job: state_changes.ClaimedJob, exc: BaseException, started: float) -> None:
+        """The run raised: a hook may claim the exception first; else it is classified, unless it
+        says the environment is broken (then the job is given back, with no outcome)."""
+        for hook in self._catchers:
+            outcome = hook.caught(job, exc)
+            if outcome is not None:
+                self._conclude(job, outcome, started, exc)
                 return
-            outcome = self.failure_outcome(job, exc)
-        self._record(job, outcome, started, context)
+        if self._stops_for_environment(job, exc):
+            return
+        self._conclude(job, self.failure_outcome(job, exc), started, exc)
+
+    def _conclude(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, started: float,
+                  exc: BaseException | None, context: JobContext | None = None) -> None:
+        """The hooks' `after` (which may replace the outcome), then log it and hand it to the acker
+        (unless the handler completed the job itself with job.complete(conn) / complete_async(conn))."""
+        seconds = time.perf_counter() - started
+        for hook in self._afters:
+            outcome = hook.after(job, outcome, seconds, exc)
+        if outcome.status != OutcomeStatus.OK:
+            # the attempt history (state_changes.record_attempts) lists each failure's duration
+            outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
+        # job.complete(conn) already wrote the success in the handler's transaction: no second ack
+        self.finish(job, outcome, seconds * 1000, acked=outcome.status == OutcomeStatus.OK and context is not None
+                    and context.completed_in_transaction)
 
     def _stops_for_environment(self, job: state_changes.ClaimedJob, exc: BaseException) -> bool:
         """A handler that failed because this process is not set up (worker/runtime/environment.py):
         not the job's failure. The job goes back to its queue with its attempt given back (the
-        shutdown releases `given_back`), and the worker stops and exits ENVIRONMENT_EXIT_CODE with the
-        reason, instead of retrying every job for hours."""
+        ledger keeps it for the shutdown's release), and the worker stops and exits
+        ENVIRONMENT_EXIT_CODE with the reason, instead of retrying every job for hours."""
         reason = broken_environment(exc)
         if reason is None:
             return False
-        tracing.end_run("queued", reason)
+        for hook in self.hooks:
+            hook.given_back(job, reason)
         log.critical("job %d queue=%s: its handler failed because the worker's environment is broken (%s); "
                      "stopping this worker, the job goes back to its queue", job.id, job.queue, reason)
-        with self._lock:
-            if self.held.running.pop(job.id, None) is not None:
-                self.lane_of[job.queue].held -= 1
-            self.given_back.append(job.id)
-            if not self.held.running:
-                self.held.idle.notify_all()
+        self.ledger.given_back(job)
         if self.signals.exit_code == 0:
             self.signals.exit_code = ENVIRONMENT_EXIT_CODE
         self.signals.stop.set()  # not Worker.request_stop(): a second broken job must not skip the grace
@@ -234,30 +239,9 @@ class Executor:
         return True
 
     def failure_outcome(self, job: state_changes.ClaimedJob, exc: BaseException) -> state_changes.Outcome:
-        """What a handler's exception means for its job (worker/runtime/outcomes.py); the hooks are told."""
-        outcome = outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
-                                         backoff_cap=self.settings.backoff_cap)
-        hooks.failed(job, exc, outcome)  # on_failure/on_dead (worker/core/features/hooks.py); never changes the outcome
-        return outcome
-
-    def _record(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, started: float,
-                context: JobContext | None = None) -> None:
-        """Time the handler, then hand its outcome to the acker (unless the handler completed the job
-        itself with job.complete(conn) / complete_async(conn))."""
-        seconds = time.perf_counter() - started
-        outcome = cancel.override(outcome)  # a run asked to stop ends failed "cancelled by <who>"
-        # the attempt history (state_changes.record_attempts) lists each failure's duration
-        if outcome.status != OutcomeStatus.OK:
-            outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
-        tracing.end_run(outcome.status, outcome.error)
-        self.latency.observe("handler", seconds)
-        if self.run_times is not None:
-            self.run_times.observe(job.queue, seconds)
-        self.lane_of[job.queue].sizing.observe_handler(seconds)
-        duration_ms = seconds * 1000
-        # job.complete(conn) already wrote the success in the handler's transaction: no second ack
-        self.finish(job, outcome, duration_ms, acked=outcome.status == OutcomeStatus.OK and context is not None
-                    and context.completed_in_transaction)
+        """What a handler's exception means for its job (worker/runtime/outcomes.py)."""
+        return outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
+                                      backoff_cap=self.settings.backoff_cap)
 
     def _context(self, job: state_changes.ClaimedJob) -> JobContext:
         # claimed with its context columns: a handler that declares `job` makes the claim include them
@@ -290,19 +274,11 @@ class Executor:
             log.warning("job %d queue=%s attempt=%d/%d %s after %.1fms: %s", job.id, job.queue,
                         job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
                         extra=_log_fields(job, outcome, duration_ms))
-        lane = self.lane_of[job.queue]
-        with self._lock:
-            if self.held.running.pop(job.id, None) is not None:
-                lane.held -= 1
-            if not self.held.running:
-                self.held.idle.notify_all()
-            if acked:
-                self.counters.succeeded += 1
-            else:
-                self.held.unacked[job.id] = job.queue
-            capacity, threshold = lane.plan
-            free = capacity - lane.held
-            idle = not lane.held
+        lane, held = self.ledger.finished(job, written=acked)
+        if acked:
+            self.counters.succeeded += 1
+        capacity, threshold = lane.plan
+        free, idle = capacity - held, not held
         slot_freed = False
         if not acked:
             self.acker.put(outcome)  # wakes the acker at once when a whole batch is waiting

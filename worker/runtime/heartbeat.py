@@ -14,16 +14,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
-
-import psycopg
 
 from skiplock.core import state_changes
 from skiplock.core.features import cancel, progress
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.runtime.async_pool import AsyncHandlerLoop
-from skiplock.runtime.ledger import Counters, HeldJobs
+from skiplock.runtime.parts import WorkerParts
 
 log = logging.getLogger("skiplock.worker")
 # How often reported progress reaches the database at most: the console refreshes every 2 s.
@@ -33,21 +29,20 @@ PROGRESS_SECONDS = 1.0
 class Heartbeat:
     """Extends the leases of held jobs; reads cancel requests for running ones."""
 
-    def __init__(self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], worker_id: str,
-                 held: HeldJobs, row_writes: threading.Lock, counters: Counters,
-                 lease_for: Callable[[str], float], async_loop: AsyncHandlerLoop | None = None) -> None:
-        self._connect = connect
-        self.worker_id = worker_id
-        self.held = held
-        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see Worker)
-        self._row_writes = row_writes
-        self.counters = counters
+    def __init__(self, parts: WorkerParts, lease_for: Callable[[str], float],
+                 async_loop: AsyncHandlerLoop | None = None) -> None:
+        self._connect = parts.rows_connection
+        self.worker_id = parts.worker_id
+        self.ledger = parts.ledger
+        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
+        self._row_writes = parts.row_writes
+        self.counters = parts.counters
         self.lease_for = lease_for  # a queue's lease in seconds
         self.async_loop = async_loop
 
     def run_once(self) -> set[int]:
         """Extend the leases of running and unacked jobs; return the ids whose lease was lost."""
-        held, running = self.held.leases()  # running: the handlers a cancel can still reach
+        held, running = self.ledger.leases()  # running: the handlers a cancel can still reach
         if not held:
             return set()
         ids = list(held)
@@ -71,7 +66,7 @@ class Heartbeat:
                 log.warning("heartbeat failed, database unavailable (%s)", describe_db_error(exc))
             return set()
         # ids acked while the heartbeat ran are not lost, just gone
-        lost = self.held.still_held([i for i in ids if i not in kept])
+        lost = self.ledger.still_held([i for i in ids if i not in kept])
         for job_id in lost:
             self.counters.lost_leases += 1
             log.warning("job %d: lease lost (reaped or released); its result will be dropped", job_id)

@@ -50,8 +50,9 @@ from skiplock.runtime.latency import LatencyRecorder, fold_exited
 from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.listener import Listener
 from skiplock.runtime.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F401  (re-exported: older imports)
+from skiplock.runtime.parts import WorkerParts
+from skiplock.runtime.run_hooks import standard_hooks
 from skiplock.runtime.shutdown import Shutdown
-from skiplock.runtime.signals import Signals
 from skiplock.services.alerts import AlertService
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
@@ -75,8 +76,8 @@ class Worker:
     """One worker process's runtime. `run()` blocks until SIGTERM/SIGINT or `request_stop()`.
 
     It builds the parts and wires them: the claimer (claims, NOTIFY, hand-offs) starts jobs on the
-    executor (handlers, outcomes, acker), and the shutdown ends both. They share the held-jobs
-    ledger, its lock, and the Signals (stop, wake, stopped claiming).
+    executor (handlers with their run hooks, outcomes, acker), and the shutdown ends both. They
+    share one WorkerParts: the held-jobs ledger, the Signals, the counters, the row writers' lock.
     """
 
     def __init__(self, settings: Settings, registry: Registry = REGISTRY,
@@ -96,37 +97,24 @@ class Worker:
         self.pool: ConnectionPool | None = None
         self.claim_pool: ConnectionPool | None = None  # the claim loop's own connection (see run())
         self.rows_pool: ConnectionPool | None = None  # acks, heartbeats and the release (see run())
-        self.signals = Signals()
-        self._lock = threading.Lock()
-        # The ack, the heartbeat and the shutdown release lock the same running rows from different
-        # connections, in different orders: concurrently they deadlock (PostgreSQL aborts one
-        # after deadlock_timeout; seen in the fault suite). One at a time per worker, they cannot.
-        self._row_writes = threading.Lock()
-        self.held = HeldJobs(self._lock)  # running handlers, and finished jobs not yet acked
         # Sync and async queues each have their own slots and claim sizing (how many claimed jobs
         # to hold, and when to claim again; see worker/runtime/prefetch.py), re-planned every turn.
         self.lanes = build_lanes(settings, self.tasks, self.queues, self.leases)
+        # what the parts share: the ledger owns the jobs held and the lanes' counts (worker/runtime/parts.py)
+        self.parts = WorkerParts(settings, self.worker_id, HeldJobs(self.lanes), self.flow, self._rows_connection,
+                                 counters=self.counters, latency=self.latency)
+        self.signals = self.parts.signals
+        self.held = self.parts.ledger
         # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
         self.waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues), self.leases,
                                [self.tasks[q].version for q in self.queues])
-        self.executor = Executor(settings, self.worker_id, self.tasks, self.lanes, self.signals, self.held,
-                                 self.flow, self.counters, self.latency,
-                                 rows_connection=self._rows_connection, row_writes=self._row_writes)
-        self.executor.run_times = self.run_times
-        self.shutdown = Shutdown(settings, self.worker_id, self.lanes, self.signals, self.held, self.executor,
-                                 self.counters, rows_connection=self._rows_connection, row_writes=self._row_writes)
-        self.claimer = Claimer(settings, self.worker_id, self.queues, self.lanes, self.signals, self.held,
-                               self.flow, self.waiting, self.counters, self.latency,
-                               start_jobs=self.executor.start, claim_connection=self._claim_connection,
-                               rows_connection=self._rows_connection, row_writes=self._row_writes,
-                               release=self.shutdown.release,
-                               # Claim the JobContext columns only when some handler declares `job`
-                               # (see state_changes.claim).
-                               wants_context=any(t.wants_job for t in self.tasks.values()))
+        self.executor = Executor(self.parts, standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of))
+        self.shutdown = Shutdown(self.parts, self.executor)
+        self.claimer = Claimer(self.parts, self.queues, self.waiting, start_jobs=self.executor.start,
+                               claim_connection=self._claim_connection, release=self.shutdown.release)
         self.acker = self.executor.acker
         self.async_loop: AsyncHandlerLoop | None = self.executor.async_loop
-        self.heartbeat = Heartbeat(self._rows_connection, self.worker_id, self.held, self._row_writes,
-                                   self.counters, self._lease_for, self.async_loop)
+        self.heartbeat = Heartbeat(self.parts, self._lease_for, self.async_loop)
         self.scheduler = build_scheduler()
         self.reaper: Reaper | None = None
         self._threads: list[threading.Thread] = []
@@ -187,8 +175,7 @@ class Worker:
         return self.claimer.listener
 
     def in_flight_ids(self) -> list[int]:
-        with self._lock:
-            return list(self.held.running)
+        return self.held.running_ids()
 
     # ---- main ------------------------------------------------------------------------------
 
@@ -322,7 +309,7 @@ class Worker:
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
-                "in_flight": len(self.held.running), "task_versions": json.dumps(self.flow.versions())})
+                "in_flight": len(self.held.running_ids()), "task_versions": json.dumps(self.flow.versions())})
             self.latency.save(conn, self.worker_id)
             self.run_times.save(conn, self.worker_id)
         row = ordered.fetchone()
@@ -333,7 +320,7 @@ class Worker:
         """An operator's command from the console (worker/core/features/worker_control.py), read with the heartbeat."""
         if command == WorkerCommand.QUIET and not self.signals.quiet.is_set():
             log.warning("worker %s quieted by %s: claiming no more jobs; %d running job(s) finish",
-                        self.worker_id, who, len(self.held.running))
+                        self.worker_id, who, len(self.held.running_ids()))
             self.signals.quiet.set()
         elif command == WorkerCommand.STOP and not self.signals.stop.is_set():
             log.warning("worker %s stopped by %s: graceful shutdown", self.worker_id, who)

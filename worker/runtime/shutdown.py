@@ -10,21 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import queue as queue_mod
-import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes, statements
 from skiplock.core.features import handoff
-from skiplock.core.plumbing.config import Settings
 from skiplock.runtime.executor import Executor, first_line
-from skiplock.runtime.lanes import ASYNC, Lane
-from skiplock.runtime.ledger import Counters, HeldJobs
+from skiplock.runtime.lanes import ASYNC
 from skiplock.runtime.listener import Listener
-from skiplock.runtime.signals import Signals
+from skiplock.runtime.parts import WorkerParts
 
 log = logging.getLogger("skiplock.worker")
 
@@ -52,20 +48,15 @@ class Resources(Protocol):
 class Shutdown:
     """Ends one worker: its held jobs finished, acked or released, then its resources closed."""
 
-    def __init__(self, settings: Settings, worker_id: str, lanes: list[Lane], signals: Signals, held: HeldJobs,
-                 executor: Executor, counters: Counters, *, rows_connection: Callable[[], Any],
-                 row_writes: threading.Lock) -> None:
-        self.settings = settings
-        self.worker_id = worker_id
-        self.lanes = lanes
-        self.signals = signals
-        self.held = held
-        self._lock = held.lock
+    def __init__(self, parts: WorkerParts, executor: Executor) -> None:
+        self.settings = parts.settings
+        self.worker_id = parts.worker_id
+        self.ledger = parts.ledger
+        self.signals = parts.signals
         self.executor = executor
-        self.counters = counters
-        self._rows_connection = rows_connection
-        self._row_writes = row_writes  # acks, heartbeats and releases one at a time (see Worker)
-        self.never_started: list[int] = []  # claimed, not run because we are stopping
+        self.counters = parts.counters
+        self._rows_connection = parts.rows_connection
+        self._row_writes = parts.row_writes  # acks, heartbeats and releases one at a time (see WorkerParts)
         self.exit_hard = False  # the CLI: end the process with os._exit once released jobs are handed back
 
     def run(self, resources: Resources) -> None:
@@ -96,16 +87,12 @@ class Shutdown:
         and release the jobs that did not finish to their queues. Returns those jobs' ids."""
         self.signals.stopped_claiming.set()
         self._release_prefetched()
-        with self._lock:
-            running = len(self.held.running)
+        running = len(self.ledger.running_ids())
         if running:
             log.info("stopping: waiting up to %.0fs for %d in-flight job(s)",
                      self.settings.shutdown_grace, running)
             deadline = time.monotonic() + self.settings.shutdown_grace
-            with self._lock:
-                while self.held.running and not self.signals.skip_grace and time.monotonic() < deadline:
-                    # short waits so a second signal (skip the grace) is seen promptly
-                    self.held.idle.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
+            self.ledger.wait_idle(deadline, lambda: self.signals.skip_grace)
         async_loop = self.executor.async_loop
         if async_loop is not None:
             # coroutines still running after the grace are cancelled (they see CancelledError and
@@ -114,8 +101,7 @@ class Shutdown:
             if cancelled:
                 log.info("cancelled %d async handler(s) still running after the grace period", cancelled)
         self._drain_acks(timeout=10.0)
-        with self._lock:
-            unfinished = [*self.never_started, *self.executor.given_back, *self.held.running]
+        unfinished = self.ledger.unfinished()
         if unfinished:
             self.release(unfinished)
         return unfinished
@@ -135,40 +121,28 @@ class Shutdown:
                 break
             if job is not None:
                 waiting.append(job)
-        with self._lock:
-            sync_held = sum(lane.held for lane in self.lanes if lane.kind != ASYNC)
+        sync_held = sum(self.ledger.held_in(lane) for lane in self.ledger.lanes if lane.kind != ASYNC)
         busy = sync_held - len(waiting)  # started, or being picked up right now
         idle = max(0, self.settings.concurrency - busy)
         for job in waiting[:idle]:
             jobs.put(job)
         for job in waiting[idle:]:
-            self._give_back(job)
+            self.ledger.given_back(job)
         if self.executor.async_loop is not None:
             # async jobs still waiting for a slot: none of their code ran, so they go back now
             for job in self.executor.async_loop.take_waiting():
-                self._give_back(job)
-
-    def _give_back(self, job: state_changes.ClaimedJob) -> None:
-        """Forget a claimed job that was never started; release_work releases it to its queue."""
-        with self._lock:
-            if self.held.running.pop(job.id, None) is not None:
-                self.executor.lane_of[job.queue].held -= 1
-            self.never_started.append(job.id)
-            if not self.held.running:
-                self.held.idle.notify_all()
+                self.ledger.given_back(job)
 
     def _drain_acks(self, timeout: float) -> None:
         acker = self.executor.acker
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with self._lock:
-                waiting = bool(self.held.unacked)
-            if not waiting and not acker.waiting():
+            if not self.ledger.has_unacked() and not acker.waiting():
                 return
             acker.write_now()  # write what is gathered now: the ack interval may be long
             time.sleep(0.01)
         log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
-                    len(self.held.unacked))
+                    len(self.ledger.known_ids()))
 
     def release(self, ids: list[int]) -> None:
         """Put jobs this worker holds back to their queues, the run not counted."""
@@ -183,8 +157,7 @@ class Shutdown:
 
     def release_unreceived(self) -> None:
         """At the end: a producer may have handed us a job the stopped listener never read."""
-        with self._lock:
-            known = [*self.held.running, *self.held.unacked]
+        known = self.ledger.known_ids()
         try:
             with self._row_writes, self._rows_connection() as conn:
                 released = handoff.release_unreceived(conn, self.worker_id, known, UNRECEIVED_WAIT_SECONDS)

@@ -27,3 +27,11 @@ class Signals:
     # what the worker exits with: ENVIRONMENT_EXIT_CODE once a handler found the process not set up
     # (worker/runtime/environment.py); 0 otherwise
     exit_code: int = 0
+
+    def may_claim(self) -> bool:
+        """Whether any path may claim or start a new job: not stopping, not stopped, not quieted.
+
+        Every claim path asks this one question (the claim loop, the listener's claim on a NOTIFY,
+        a producer's hand-off), so a quiet or a stop cannot be missed by one of them."""
+        return not (self.stop.is_set() or self.quiet.is_set() or self.stopped_claiming.is_set())
+
