@@ -24,4 +24,4 @@ def index() -> ResponseReturnValue:
                            {"before": before, "limit": PAGE_SIZE + 1}).fetchall()
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    return render_template("audit.html", rows=rows, next_before=rows[-1]["id"] if more else None)
+    return render_template("audit/audit.html", rows=rows, next_before=rows[-1]["id"] if more else None)

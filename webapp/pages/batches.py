@@ -9,7 +9,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.webapp import db, filters
-from skiplock.webapp import workflow_queries as wq
+from skiplock.webapp.queries import workflow_queries as wq
 from skiplock.webapp.web import page
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
@@ -33,5 +33,5 @@ def show(batch_id: str) -> ResponseReturnValue:
         ended_badly = cur.execute(wq.BATCH_MEMBERS, {"batch": bid, "states": ["dead", "failed"],
                                                      "limit": MEMBERS_SHOWN}).fetchall()
     done = batch["total"] - batch["pending"]
-    return page("batch.html", "_batch.html", batch=batch, done=done, callbacks=callbacks, unfinished=unfinished,
-                ended_badly=ended_badly, shown=MEMBERS_SHOWN)
+    return page("batches/batch.html", "batches/_batch.html", batch=batch, done=done, callbacks=callbacks,
+                unfinished=unfinished, ended_badly=ended_badly, shown=MEMBERS_SHOWN)

@@ -11,7 +11,8 @@ from datetime import datetime
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from skiplock.webapp import db, page_queries
+from skiplock.webapp import db
+from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import page
 
 bp = Blueprint("changed", __name__, url_prefix="/changed")
@@ -67,4 +68,4 @@ def index() -> ResponseReturnValue:
         rates = unusual_rates([tuple(r) for r in conn.execute(page_queries.CHANGED_RATES)])
         groups = [NewGroup(q, e, at, int(n)) for q, e, at, n in
                   conn.execute(page_queries.CHANGED_NEW_GROUPS, {"scan": NEW_GROUPS_SCAN})]
-    return page("changed.html", "_changed.html", rates=rates, groups=groups)
+    return page("changed/changed.html", "changed/_changed.html", rates=rates, groups=groups)

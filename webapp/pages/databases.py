@@ -87,7 +87,7 @@ def index() -> ResponseReturnValue:
     """A row per database with its health; each name links to that database's console."""
     consoles = current_app.extensions[CONSOLES]
     rows = database_rows(consoles, float(current_app.config.get("DATABASE_ROW_DEADLINE", ROW_DEADLINE)))
-    return render_template("databases.html", rows=rows, script_root=request.script_root)
+    return render_template("databases/databases.html", rows=rows, script_root=request.script_root)
 
 
 def host_login(req: Request) -> tuple[str, str] | None:

@@ -17,7 +17,8 @@ from psycopg.rows import dict_row
 
 from skiplock.core import state_changes
 from skiplock.core.status import JobStatus
-from skiplock.webapp import db, filters, page_queries
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import audit, is_local_path, page
 
 bp = Blueprint("dead", __name__, url_prefix="/dead")
@@ -85,7 +86,7 @@ def index() -> ResponseReturnValue:
                                                               "error_chars": ERROR_CHARS}).fetchall()
     next_cursor = filters.make_cursor(rows[-1]["finished_at"], rows[-1]["id"]) if len(rows) == PAGE_SIZE else None
     partial = bool(groups) and groups[0]["scanned"] >= GROUPS_SCAN
-    return page("dead.html", "_dead_groups.html", flt=flt, groups=groups, rows=rows, windows=filters.WINDOWS,
+    return page("dead/dead.html", "dead/_dead_groups.html", flt=flt, groups=groups, rows=rows, windows=filters.WINDOWS,
                 partial=partial, groups_scan=GROUPS_SCAN,
                 statuses=STATUSES, next_cursor=next_cursor, first_page=c_id is None)
 
@@ -104,7 +105,7 @@ def action() -> ResponseReturnValue:
         chosen = filters.ids(request.form.getlist("ids"))
         if confirmed:
             return _apply_ids(what, chosen, flt)
-        return render_template("dead_confirm.html", what=what, scope=scope, count=len(chosen), ids=chosen,
+        return render_template("dead/dead_confirm.html", what=what, scope=scope, count=len(chosen), ids=chosen,
                                flt=flt, as_of=None)
     with db.connection() as conn:
         now = _db_now(conn)
@@ -118,7 +119,7 @@ def action() -> ResponseReturnValue:
             flash(f"{'Retried' if what == 'retry' else 'Purged'} {count:,} job(s) matching the filter.")
             return redirect(url_for("dead.index", **flt.args()), 303)
         count = state_changes.count_finished_matching(conn, flt.core_filter(now, until=now))
-    return render_template("dead_confirm.html", what=what, scope=scope, count=count, ids=[], flt=flt,
+    return render_template("dead/dead_confirm.html", what=what, scope=scope, count=count, ids=[], flt=flt,
                            as_of=filters.micros(now.astimezone(UTC)))
 
 

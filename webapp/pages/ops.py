@@ -37,7 +37,7 @@ def health() -> ResponseReturnValue:
     """The doctor's checks as a page (or its self-refreshing fragment), the verdict first."""
     checks = _run_and_remember()
     worst = _worst(checks)
-    return page("health.html", "_health.html", checks=checks, tables=[_tables(c) for c in checks], worst=worst,
+    return page("ops/health.html", "ops/_health.html", checks=checks, tables=[_tables(c) for c in checks], worst=worst,
                 failing=[c.name for c in checks if c.status == FAIL],
                 warning=[c.name for c in checks if c.status == WARN])
 
@@ -50,7 +50,7 @@ def badge() -> ResponseReturnValue:
     checks = cached[1] if cached and time.monotonic() - cached[0] < BADGE_TTL else _run_and_remember()
     worst = _worst(checks)
     bad = sum(1 for c in checks if c.status == worst) if worst != "ok" else 0
-    return page("_health_badge.html", "_health_badge.html", worst=worst, bad=bad)
+    return page("ops/_health_badge.html", "ops/_health_badge.html", worst=worst, bad=bad)
 
 
 BADGE_TTL = 15.0  # seconds a nav badge may lag the Health page

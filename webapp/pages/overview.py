@@ -5,7 +5,7 @@ when no live worker serves it, and succeeded/retried/dead charts over 1 h, 24 h 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -14,21 +14,19 @@ from flask.typing import ResponseReturnValue
 
 from skiplock.core.status import LIVE_WORKER_SECONDS
 from skiplock.monitor import why
-from skiplock.webapp import charts, db, filters, page_queries
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries
+from skiplock.webapp.shared import charts, counts
+from skiplock.webapp.shared.chart_ranges import RANGES, buckets_of
 from skiplock.webapp.web import page
 
 bp = Blueprint("overview", __name__)
 
-# Counts stop here and show as "10,000+": an exact count of a million-row queue would scan it.
-COUNT_CAP = 10_000
-# The p99 sample of a big queue aims at this many rows of the jobs table (a few ms of block reads).
+# The p99 sample of a big queue aims at this many rows of the jobs table: a bounded read of blocks.
 P99_SAMPLE_ROWS = 5_000
 MAX_QUEUES = 200
 
 
-# Chart ranges: name -> (number of buckets, seconds per bucket). job_stats keeps 8 days by default
-# (SKIPLOCK_STATS_RETENTION), so 7 d is the longest.
-RANGES = {"1h": (60, 60), "24h": (96, 900), "7d": (84, 7200)}
 # The "retrying" figure reads at most this many scheduled jobs.
 RETRYING_SCAN = 50_000
 
@@ -70,30 +68,16 @@ class Summary:
     workers_stale: int = 0
 
 
-def capped(n: int, cap: int | None = None) -> str:
-    """A count for display: exact up to the cap, "10,000+" above it."""
-    cap = COUNT_CAP if cap is None else cap
-    return f"{cap:,}+" if n > cap else f"{n:,}"
-
-
 def _p99(conn: psycopg.Connection, queue: str, ready: int) -> tuple[float | None, bool]:
     if ready == 0:
         return None, False
-    if ready <= COUNT_CAP:
-        row = conn.execute(page_queries.P99_WAIT_EXACT, {"queue": queue, "cap": COUNT_CAP}).fetchone()
+    if ready <= counts.COUNT_CAP:
+        row = conn.execute(page_queries.P99_WAIT_EXACT, {"queue": queue, "cap": counts.COUNT_CAP}).fetchone()
         return (float(row[0]) if row and row[0] is not None else None), False
     total = conn.execute(page_queries.JOBS_ESTIMATE).fetchone()
     percent = min(100.0, 100.0 * P99_SAMPLE_ROWS / max(int(total[0]) if total else 1, 1))
     row = conn.execute(page_queries.P99_WAIT_SAMPLED, {"queue": queue, "percent": percent}).fetchone()
     return (float(row[0]) if row and row[0] is not None else None), True
-
-
-def buckets_of(now: datetime, span: str) -> list[datetime]:
-    """The start of every bucket of the range, oldest first, the last one holding `now`."""
-    n, seconds = RANGES[span]
-    epoch = now.timestamp()
-    last = datetime.fromtimestamp(epoch - epoch % seconds, tz=now.tzinfo or UTC)
-    return [last - timedelta(seconds=seconds * (n - 1 - i)) for i in range(n)]
 
 
 def _empty(n: int) -> dict[str, list[int]]:
@@ -136,7 +120,7 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
             total[name] = [a + b for a, b in zip(total[name], series[name], strict=True)]
     rows = []
     for name in names:
-        row: Any = conn.execute(page_queries.QUEUE_STATS, {"queue": name, "cap": COUNT_CAP}).fetchone()
+        row: Any = conn.execute(page_queries.QUEUE_STATS, {"queue": name, "cap": counts.COUNT_CAP}).fetchone()
         ready, scheduled, running, dead, oldest, paused = row
         p99, estimated = _p99(conn, name, ready)
         series = stats.get(name, _empty(len(buckets)))
@@ -176,7 +160,7 @@ def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
     return Summary(int(today[0]), int(today[1]), retrying, retrying_partial,
                    sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
                    sum(r.dead for r in rows),
-                   any(max(r.ready, r.scheduled, r.dead) > COUNT_CAP for r in rows), rate, int(live), int(stale))
+                   any(max(r.ready, r.scheduled, r.dead) > counts.COUNT_CAP for r in rows), rate, int(live), int(stale))
 
 
 @bp.route("/")
@@ -186,5 +170,5 @@ def index() -> ResponseReturnValue:
     with db.connection() as conn:
         rows, total_chart, now = queue_rows(conn, span)
         totals = summary(conn, rows)
-    return page("overview.html", "_overview.html", rows=rows, total_chart=total_chart, now=now,
-                capped=capped, cap=COUNT_CAP, summary=totals, span=span, ranges=RANGES)
+    return page("overview/overview.html", "overview/_overview.html", rows=rows, total_chart=total_chart, now=now,
+                capped=counts.capped, cap=counts.COUNT_CAP, summary=totals, span=span, ranges=RANGES)

@@ -16,8 +16,11 @@ from skiplock.core.features import limits
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, failure_rate, filters, page_queries
-from skiplock.webapp.overview import COUNT_CAP, RANGES, capped
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries
+from skiplock.webapp.shared import failure_rate
+from skiplock.webapp.shared.chart_ranges import RANGES
+from skiplock.webapp.shared.counts import COUNT_CAP, capped
 from skiplock.webapp.web import audit, confirm_page, confirmed, is_htmx, page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
@@ -119,11 +122,11 @@ def show(name: str) -> ResponseReturnValue:
         counts = _tab_counts(conn, queue)
         paused = conn.execute(page_queries.IS_PAUSED, {"queue": queue}).fetchone()
         reasons = why.for_queue(conn, queue, Settings().reaper_interval)
-        flow = page_queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/_flow.html)
+        flow = page_queries.queue_flow(conn, queue)  # limits, tenants, payload versions (templates/queues/_flow.html)
         failures = failure_rate.for_queue(conn, queue, span) if not is_htmx() else None  # not in the live part
     first_page = c_id is None or (backwards and result.prev_cursor is None)
-    return page("queue.html", "_queue_jobs.html", queue=queue, status=status, statuses=STATUSES, rows=result.rows,
-                q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
+    return page("queues/queue.html", "queues/_queue_jobs.html", queue=queue, status=status, statuses=STATUSES,
+                rows=result.rows, q=text or "", wanted_id=wanted_id or "", next_cursor=result.next_cursor,
                 prev_cursor=result.prev_cursor, window_hit=result.window_hit, search_window=SEARCH_WINDOW,
                 paused=bool(paused and paused[0]), first_page=first_page, counts=counts, sort=sort,
                 reasons=reasons, actions=TAB_ACTIONS[status], capped=capped, flow=flow, failure_rate=failures)
@@ -144,8 +147,8 @@ def act(name: str) -> ResponseReturnValue:
     transition = transitions.BY_ACTION[what]
     # a bulk action, or a destructive one (cancel, purge, release), first says what it will do
     if filters.arg("confirm") != "yes" and (one is None or transition.destructive):
-        return render_template("queue_confirm.html", queue=queue, status=status, what=what, label=transition.label,
-                               ids=chosen, count=len(chosen))
+        return render_template("queues/queue_confirm.html", queue=queue, status=status, what=what,
+                               label=transition.label, ids=chosen, count=len(chosen))
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         done = transition.apply(conn, chosen, str(g.user))
         audit(f"{what} {'one' if one is not None else 'selected'}", len(done), conn=conn, queue=queue,

@@ -10,7 +10,8 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.services import recurring_defs as recurring
-from skiplock.webapp import db, page_queries
+from skiplock.webapp import db
+from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
@@ -26,7 +27,7 @@ def index() -> ResponseReturnValue:
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         runs.setdefault(row["name"], []).append(row)
-    return page("recurring.html", "_recurring.html", schedules=schedules, runs=runs,
+    return page("recurring/recurring.html", "recurring/_recurring.html", schedules=schedules, runs=runs,
                 last_died={name: last_outcome(r) == "dead" for name, r in runs.items()})
 
 

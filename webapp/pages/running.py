@@ -9,7 +9,9 @@ from psycopg.rows import dict_row
 from skiplock.core import state_changes
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
-from skiplock.webapp import db, filters, page_queries, runtimes
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries
+from skiplock.webapp.shared import run_times
 from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("running", __name__, url_prefix="/running")
@@ -26,13 +28,13 @@ def index() -> ResponseReturnValue:
         rows = cur.execute(page_queries.LONG_RUNNERS, {"queue": queue, "limit": LIMIT, "worker": worker,
                                                        "stale_after": LIVE_WORKER_SECONDS}).fetchall()
         # "long" against the task's own p95 of the last hour (an hour of minutes keeps this read small)
-        p95 = runtimes.p95_by_queue(conn) if rows else {}
+        p95 = run_times.p95_by_queue(conn) if rows else {}
     for row in rows:
         row["p95_s"] = p95.get(row["queue"])
         row["runtime_s"] = float(row["runtime_s"])  # extract() gives numeric; the ratio divides by a float
     # an orphan's lease is no longer extended: the reaper's first pass after lease_until takes it back
-    return page("running.html", "_running.html", rows=rows, queue=queue or "", limit=LIMIT, worker=worker or "",
-                reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
+    return page("running/running.html", "running/_running.html", rows=rows, queue=queue or "", limit=LIMIT,
+                worker=worker or "", reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
 
 
 @bp.route("/release", methods=["POST"])

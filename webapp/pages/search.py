@@ -12,8 +12,10 @@ from flask import Blueprint, make_response, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.webapp import db, search_filter, search_queries
-from skiplock.webapp.search_filter import SearchFilter
+from skiplock.webapp import db
+from skiplock.webapp.queries import search_queries
+from skiplock.webapp.shared import search_filter
+from skiplock.webapp.shared.search_filter import SearchFilter
 from skiplock.webapp.web import is_htmx, page
 
 bp = Blueprint("search", __name__, url_prefix="/search")
@@ -30,7 +32,7 @@ def index() -> ResponseReturnValue:
         with db.connection() as conn:
             rows = find(conn, flt, PAGE_SIZE)
     next_after = rows[-1]["id"] if len(rows) == PAGE_SIZE else None
-    response = page("search.html", "_search_results.html", flt=flt, problems=problems, rows=rows,
+    response = page("search/search.html", "search/_search_results.html", flt=flt, problems=problems, rows=rows,
                     next_after=next_after, states=search_filter.STATES, searched=not flt.is_empty())
     # A bad filter is the client's error (400). htmx swaps no 4xx response, so its fragment keeps 200
     # and carries the same message in place of the results.

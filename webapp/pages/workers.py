@@ -9,7 +9,8 @@ from psycopg.rows import dict_row
 
 from skiplock.core.features.worker_control import WorkerCommand, command
 from skiplock.core.status import LIVE_WORKER_SECONDS
-from skiplock.webapp import db, page_queries
+from skiplock.webapp import db
+from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("workers", __name__, url_prefix="/workers")
@@ -33,7 +34,7 @@ def index() -> ResponseReturnValue:
     """Every registered worker with its heartbeat age."""
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(page_queries.WORKERS, {"stale_after": STALE_AFTER_S}).fetchall()
-    return page("workers.html", "_workers.html", rows=rows, stale_after=STALE_AFTER_S)
+    return page("workers/workers.html", "workers/_workers.html", rows=rows, stale_after=STALE_AFTER_S)
 
 
 @bp.route("/<path:worker_id>/<what>", methods=["POST"])

@@ -17,8 +17,9 @@ from psycopg.rows import dict_row
 from skiplock.core import statements as core_queries
 from skiplock.core.workflows import workflow_ops
 from skiplock.core.workflows.results import FINAL_STATES
-from skiplock.webapp import dag, db, filters, workflow_structure
-from skiplock.webapp import workflow_queries as wq
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import workflow_queries as wq
+from skiplock.webapp.shared import dag, workflow_structure
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("workflows", __name__, url_prefix="/workflows")
@@ -35,7 +36,7 @@ def index() -> ResponseReturnValue:
     """Recent workflows that still have jobs in the table, newest root first."""
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(wq.RECENT_WORKFLOWS, {"limit": RECENT_LIMIT, "cap": OPEN_CAP}).fetchall()
-    return render_template("workflows.html", rows=rows, limit=RECENT_LIMIT, cap=OPEN_CAP)
+    return render_template("workflows/workflows.html", rows=rows, limit=RECENT_LIMIT, cap=OPEN_CAP)
 
 
 def _root(job_id: str) -> int:
@@ -66,7 +67,7 @@ def show(job_id: str) -> ResponseReturnValue:
             return redirect(url_for("workflows.show", job_id=of["workflow_id"]), 303)
         grouped = _read_dag(conn, root)
     drawing = dag.layout(grouped.boxes, grouped.edges)
-    return page("workflow.html", "_workflow.html", root=root, drawing=drawing,
+    return page("workflows/workflow.html", "workflows/_workflow.html", root=root, drawing=drawing,
                 counts=dag.state_counts(grouped.per_state), total=grouped.total, hidden=grouped.hidden,
                 capped=grouped.total >= MAX_NODES, max_nodes=MAX_NODES, box_w=dag.BOX_W, box_h=dag.BOX_H,
                 layer_limit=dag.LAYER_LIMIT, max_layers=dag.MAX_LAYERS)
@@ -118,7 +119,7 @@ def act(job_id: str, action: str) -> ResponseReturnValue:
     with db.connection() as conn:
         if not confirmed:
             _known(conn, root)
-            return render_template("workflow_confirm.html", root=root, action=action, label=ACTIONS[action],
+            return render_template("workflows/workflow_confirm.html", root=root, action=action, label=ACTIONS[action],
                                    plan=_plan(conn, root))
         with conn.transaction():  # the change and its audit row commit together
             if action == "cancel-rest":

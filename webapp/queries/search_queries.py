@@ -26,9 +26,10 @@ from psycopg.types.json import Jsonb
 from skiplock.core import statements as _core_queries
 from skiplock.core.status import JobStatus
 from skiplock.webapp.filters import like
-from skiplock.webapp.search_filter import SearchFilter
+from skiplock.webapp.shared.search_filter import SearchFilter
 
-# How many of the newest jobs step 1 reads at most (an index walk plus heap visits: a few ms).
+# How many of the newest jobs step 1 reads at most (an index walk plus heap visits, so a
+# search's first step stays short however big the table is).
 RECENT_WINDOW = 20_000
 
 COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,

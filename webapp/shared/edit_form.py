@@ -1,6 +1,6 @@
-"""What the dead job page's "Edit and retry" form shows (the POST is webapp/edit_retry.py's).
+"""What the dead job page's "Edit and retry" form shows (the POST is webapp/pages/jobs/edit_retry.py's).
 
-Its own module, below both: the job page (webapp/jobs.py) builds the form, and the POST shows the job page
+Its own module, below both: the job page (webapp/pages/jobs/detail.py) builds the form, and the POST shows the job page
 again after a refusal, so neither imports the other back.
 """
 

@@ -1,5 +1,5 @@
-"""A queue's failure rate over time: failures / runs per bucket over 1 h, 24 h or 7 d (issue 36,
-"failures over time"), from the per-minute outcome counts the workers write (job_stats, migration 003).
+"""A queue's failure rate over time: failures / runs per bucket over 1 h, 24 h or 7 d,
+from the per-minute outcome counts the workers write (job_stats, migration 003).
 
 A failure is a run that raised and was retried or died (job_stats.retried + dead); a run is any
 finished run (completed + retried + failed + dead; `failed` is a Discard or a cancel, on purpose).
@@ -13,8 +13,9 @@ from datetime import datetime
 
 import psycopg
 
-from skiplock.webapp import charts, page_queries
-from skiplock.webapp.overview import RANGES, buckets_of
+from skiplock.webapp.queries import page_queries
+from skiplock.webapp.shared import charts
+from skiplock.webapp.shared.chart_ranges import RANGES, buckets_of
 
 # One queue's runs and failures per bucket since the range's first bucket (job_stats_minute_idx).
 QUEUE_FAILURES = """
@@ -58,7 +59,7 @@ class FailureRate:
 
 
 def for_queue(conn: psycopg.Connection, queue: str, span: str = "1h") -> FailureRate:
-    """The failure rate of `queue` per bucket of `span` (one of overview.RANGES)."""
+    """The failure rate of `queue` per bucket of `span` (one of chart_ranges.RANGES)."""
     now = conn.execute(page_queries.NOW).fetchone()[0]  # type: ignore[index]
     buckets = buckets_of(now, span)
     index = {b: i for i, b in enumerate(buckets)}

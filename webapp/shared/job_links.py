@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from skiplock.webapp import workflow_queries as wq
+from skiplock.webapp.queries import workflow_queries as wq
 
 LINKS_SHOWN = 100  # parents, and dependents, listed on the page (the counts are exact)
 RESULT_CHARS = 4000  # the result is cut here unless the page asks for all of it (?result=all)

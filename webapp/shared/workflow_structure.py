@@ -4,15 +4,15 @@ The workflow page is polled while a workflow runs (every 5 s by default), and wh
 - the shape: which jobs belong to it, its edges and each job's depth. It only grows (a job's
   parents are fixed when it is enqueued), and reading it costs the most: for 1 -> 10,000 -> 1,
   20,000 edges through job_deps, a walk for the jobs whose rows are gone (history mode delete) and
-  the depths computed from every edge - ~25 ms of the database's CPU and ~15 ms of Python's per view;
+  the depths computed from every edge: most of a large workflow's view, in the database and in Python;
 - the states, which change all the time: one index range of jobs_workflow_idx.
 So the page reads the states on every view and the shape again only when it is older than SHAPE_TTL
 or the states name a job the shape does not have (a job added since: it has a row, so it is seen).
 What that leaves out: jobs added to the workflow AND finished with their rows deleted between two
 views, while no other added job still has a row; they appear when the shape is read again, at most
 SHAPE_TTL later. A job of the shape whose row has gone since is looked up by id: its stored result
-or tombstone, else succeeded (see workflow_queries._STATE). 1 -> 10,000 -> 1 then costs a view
-~15 ms of CPU instead of ~45 (docs/benchmarks/workflows.md).
+or tombstone, else succeeded (see workflow_queries._STATE). What a view of 1 -> 10,000 -> 1 then costs,
+with and without the shape read, is in docs/benchmarks/workflows.md.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from skiplock.webapp import dag
-from skiplock.webapp import workflow_queries as wq
+from skiplock.webapp.queries import workflow_queries as wq
+from skiplock.webapp.shared import dag
 
 SHAPE_TTL = 30.0  # seconds a shape is used before it is read again (six polls at the default 5 s)
 KEPT = 16  # shapes kept per process (the most recently viewed workflows)

@@ -9,7 +9,8 @@ from psycopg.rows import dict_row
 
 from skiplock.core.features.cancel import request_cancel
 from skiplock.core.plumbing.config import Settings
-from skiplock.webapp import db, filters, page_queries
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import audit, confirm_page, confirmed
 
 bp = Blueprint("cancel", __name__, url_prefix="/jobs")

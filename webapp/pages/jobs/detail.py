@@ -15,7 +15,9 @@ from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.monitor import why
-from skiplock.webapp import db, edit_form, filters, job_links, page_queries, timeline, workflow_queries
+from skiplock.webapp import db, filters
+from skiplock.webapp.queries import page_queries, workflow_queries
+from skiplock.webapp.shared import edit_form, job_links, timeline
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -38,7 +40,7 @@ def show(job_id: str) -> ResponseReturnValue:
 
 
 def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200) -> ResponseReturnValue:
-    """The job page; after a refused "Edit and retry", with the operator's text and why (webapp/edit_retry.py)."""
+    """The job page; after a refused "Edit and retry", with the operator's text and why (edit_retry.py beside it)."""
     full_result = request.args.get("result") == "all"
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         job = cur.execute(page_queries.JOB, {"id": jid}).fetchone()
@@ -47,7 +49,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
             if gone is None or not (gone["has_result"] or gone["linked"]):
                 abort(404, _gone_reason(conn, jid))
-            return page("job_gone.html", "_job_gone.html", job=gone, links=links)
+            return page("jobs/job_gone.html", "jobs/_job_gone.html", job=gone, links=links)
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
         steps = timeline.build(job, edits)
@@ -56,7 +58,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
     if job.get("cancel_requested_at"):  # asked already: the page says so instead of offering it again
         actions = [t for t in actions if t.action != "cancel-running"]
-    response = page("job.html", "_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
+    response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
                     edit_form=form)
     response.status_code = code

@@ -14,8 +14,9 @@ from flask.typing import ResponseReturnValue
 
 from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import load_settings
-from skiplock.webapp import db, filters, jobs
-from skiplock.webapp.edit_form import EditForm
+from skiplock.webapp import db, filters
+from skiplock.webapp.pages.jobs import detail as jobs
+from skiplock.webapp.shared.edit_form import EditForm
 from skiplock.webapp.web import audit
 
 bp = Blueprint("edit_retry", __name__, url_prefix="/jobs")
