@@ -138,8 +138,8 @@ SELECT coalesce(sum(completed + retried + failed + dead), 0)::bigint, coalesce(s
 # One queue's scheduled jobs waiting for a retry (attempts > 0), among the first %(scan)s of its scheduled
 # rows read: a bounded read, so the summary says "N+" when it stopped early. Per queue and priority
 # on jobs_ready_idx, straight to the scheduled end of each range: "status = 'queued' AND run_at > now()"
-# over the whole table has no index and was a sequential scan of every ready job (236 ms of the
-# overview's 345 ms at 1,000,000 ready jobs).
+# over the whole table has no index and was a sequential scan of every ready job, most of the
+# overview's time on a big queue (docs/benchmarks/console.md).
 RETRYING_IN_QUEUE = _QUEUE_PRIORITIES + """
 SELECT count(*) FILTER (WHERE attempts > 0), count(*)
   FROM (SELECT r.attempts FROM prios p CROSS JOIN LATERAL (
@@ -280,8 +280,8 @@ SELECT id, queue, worker_id, attempts >= max_attempts AS last_attempt,
 # ---- run times (migration 028) -------------------------------------------------------------------
 
 # Per queue over the last %(seconds)s: the run-time histogram summed bucket by bucket over every
-# worker's minutes (one sum per bucket in a single pass: an unnest of every row's array cost 20x more
-# at a day of 10 workers' minutes), the number of runs, their total and the longest
+# worker's minutes (one sum per bucket in a single pass: an unnest of every row's array costs many times
+# more over a day of several workers' minutes), the number of runs, their total and the longest
 # (worker/core/features/run_times.py).
 _BUCKET_SUMS = ", ".join(f"sum(counts[{i}])::bigint" for i in range(1, len(_RUN_TIME_BOUNDS) + 2))
 RUN_TIMES = f"""
@@ -293,7 +293,7 @@ SELECT queue, ARRAY[{_BUCKET_SUMS}] AS counts, sum(total)::bigint AS runs, sum(s
  ORDER BY queue
 """
 
-# ---- "What changed?" on the overview (webapp/changed.py) --------------------------------------------
+# ---- "What changed?" on the overview (webapp/pages/changed.py) --------------------------------------------
 
 # Per queue: runs and failures (retried or dead) in the last hour and in the 24 hours before it, and the
 # first minute of the last hour with a failure.
@@ -374,7 +374,7 @@ SELECT queue, error, min(headline) AS example, count(*) AS n, max(finished_at) A
 JOB = """
 SELECT id, queue, status::text, priority, run_at, created_at, started_at, finished_at, lease_until,
        attempts, max_attempts, unique_key, worker_id, last_error, jsonb_pretty(payload) AS payload,
-       run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012 (issue 14)
+       run_at > now() AS scheduled, snooze_count, attempt_errors,  -- both: migration 012
        workflow_id, batch_id, waiting_on, progress, progress_message, progress_at,  -- migration 026
        lock_key, tenant, version, cancel_requested_at, cancel_requested_by, now() AS now
   FROM jobs WHERE id = %(id)s
@@ -498,7 +498,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' AND que
                                LIMIT %(cap)s + 1) s) AS succeeded
 """
 
-# ---- flow control on the queue page (issue 15, templates/_flow.html) --------------------------
+# ---- flow control on the queue page (templates/queues/_flow.html) ------------------------------
 
 FLOW_CAP = 10_000  # tenant backlogs and the version mix count at most this many queued jobs each
 FLOW_TENANTS = 20  # tenants listed on the queue page, in name order
@@ -540,7 +540,7 @@ SELECT max((w.task_versions ->> %(queue)s)::int) FROM workers w
 
 
 def queue_flow(conn: Any, queue: str) -> dict[str, Any]:
-    """What templates/_flow.html shows for one queue: limits, tenant backlogs, payload versions."""
+    """What templates/queues/_flow.html shows for one queue: limits, tenant backlogs, payload versions."""
     params = {"queue": queue, "cap": FLOW_CAP, "tenants": FLOW_TENANTS}
     limit = conn.execute(FLOW_LIMITS, params).fetchone()
     return {

@@ -1,9 +1,9 @@
 """A job's life on one line: enqueued -> each attempt (worker, start, duration, error) -> where it is now.
 
-Built only from what the product records (issue 36, "a job timeline"):
+Built only from what the product records:
 - the job row: created_at, and for the current or last run started_at, worker_id, finished_at, run_at;
-- jobs.attempt_errors: each failed run's attempt, worker, claim time (`started`, recorded since issue
-  36; older entries have none and their start is estimated as the ack time minus the handler's
+- jobs.attempt_errors: each failed run's attempt, worker, claim time (`started`, recorded by newer
+  workers; older entries have none and their start is estimated as the ack time minus the handler's
   duration), ack time and handler duration, with its error; the last 20 runs are kept;
 - job_edits: an operator's payload edit, with who and when (it retried the job).
 
@@ -23,7 +23,7 @@ from typing import Any
 from skiplock.core.error_summary import headline
 from skiplock.core.status import JobStatus
 
-# CSS states of a step (templates/_timeline.html): the marker's colour and shape.
+# CSS states of a step (templates/jobs/_timeline.html): the marker's colour and shape.
 OK, FAILED, RUNNING, DEAD, LOST, NEUTRAL, OPERATOR = "ok", "failed", "running", "dead", "lost", "neutral", "operator"
 
 
