@@ -7,7 +7,6 @@ the package that exports mount() itself (that was the package's one import loop)
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -16,20 +15,38 @@ from flask import Flask
 
 from skiplock.core.plumbing.logs import configure_logging
 from skiplock.core.plumbing.resources import static_dir, templates_dir
-from skiplock.webapp import auth, db, health, web
+from skiplock.webapp import auth, db, web
+from skiplock.webapp.pages import (
+    audit,
+    batches,
+    changed,
+    dead,
+    healthz,
+    ops,
+    overview,
+    queues,
+    recurring,
+    running,
+    runtimes,
+    search,
+    workers,
+    workflows,
+)
+from skiplock.webapp.pages.jobs import cancel, detail, edit_retry
 from skiplock.webapp.settings import check_config, session_key, web_config
 
 __all__ = ["BLUEPRINTS", "create_app"]
 
 log = logging.getLogger("skiplock.console")
 
-# The areas of the console, each a blueprint module with `bp`.
-BLUEPRINTS = ("overview", "queues", "running", "dead", "jobs", "workers", "recurring", "ops",
-              "cancel", "audit",  # cancel: a running job's Cancel (issue 14); audit: the operator trail
-              "workflows", "batches",  # issue 33: a workflow's DAG and actions, a batch's progress
-              "runtimes", "changed",  # issue 36: run time per task, the overview's "What changed?"
-              "search",  # issue 36: jobs by payload field, key, tenant or error text
-              "edit_retry")  # issue 36: a dead job's "Edit and retry"
+# The areas of the console, one blueprint each, imported here by name so that what the console serves is
+# read in one place. The job page has three: the page itself, a running job's Cancel and a dead job's
+# "Edit and retry". The /databases/ page is not among them: only a console over several databases has it
+# (webapp/multi_app.py, mount(databases=...)).
+PAGES = (overview.bp, queues.bp, running.bp, dead.bp, detail.bp, workers.bp, recurring.bp, ops.bp,
+         cancel.bp, audit.bp, workflows.bp, batches.bp, runtimes.bp, changed.bp, search.bp, edit_retry.bp)
+# Their names, the public list of the console's areas.
+BLUEPRINTS = tuple(page.name for page in PAGES)
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -54,7 +71,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     db.init_app(app)
     auth.init_app(app)
     web.init_app(app)
-    app.add_url_rule("/healthz", "healthz", health.healthz)
-    for name in BLUEPRINTS:
-        app.register_blueprint(importlib.import_module(f"skiplock.webapp.{name}").bp)
+    app.add_url_rule("/healthz", "healthz", healthz.healthz)
+    for page in PAGES:
+        app.register_blueprint(page)
     return app

@@ -171,7 +171,7 @@ def _unauthorized() -> Response:
     if request.headers.get("HX-Request"):
         # a poll whose session ended: send the whole page to the login form
         return Response("login required", 401, {"HX-Redirect": url_for("auth.login", next=_safe_next())})
-    html = render_template("login.html", next=_safe_next(), error=None)
+    html = render_template("auth/login.html", next=_safe_next(), error=None)
     return Response(html, 401, {"WWW-Authenticate": 'FormBased realm="skiplock"'})
 
 
@@ -199,19 +199,19 @@ def login() -> ResponseReturnValue:
     if current_app.config.get("AUTH_HOOK"):
         return redirect(url_for("overview.index"), 303)  # mounted: the host app does the logging in
     if request.method == "GET":
-        return render_template("login.html", next=_safe_next(), error=None)
+        return render_template("auth/login.html", next=_safe_next(), error=None)
     user = request.form.get("user", "")
     wait = login_limit.locked_for(user)
     if wait:
         log.warning("refused login for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
-        html = render_template("login.html", next=_safe_next(),
+        html = render_template("auth/login.html", next=_safe_next(),
                                error=f"Too many failed logins. Try again in {wait} seconds.")
         return Response(html, 429, {"Retry-After": str(wait)})
     account = check_credentials(current_app.config["ACCOUNTS"], user, request.form.get("password", ""))
     if account is None:
         log.warning("failed login for user %r from %s", user, request.remote_addr)
         login_limit.record_failure(user, via="form")
-        return render_template("login.html", next=_safe_next(), error="Wrong user or password."), 401
+        return render_template("auth/login.html", next=_safe_next(), error="Wrong user or password."), 401
     login_limit.clear(user)
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation
     session.permanent = True  # so it expires after SESSION_IDLE_MINUTES without a request

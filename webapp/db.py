@@ -20,7 +20,7 @@ REPLICA_LAG = "SELECT pg_is_in_recovery(), extract(epoch FROM now() - pg_last_xa
 HOST_OWNED = "skiplock_pool_is_the_hosts"
 
 # Session settings for the console's connections. JIT off: the console's statements are short, and
-# a big table's row estimates would otherwise make Postgres spend a second compiling a 100 ms query.
+# a big table's row estimates would otherwise make Postgres spend longer compiling a query than running it.
 # A statement timeout: no page may keep the database busy for long, whatever filter it was given.
 SESSION_OPTIONS = "-c jit=off -c statement_timeout=15000"
 
@@ -95,7 +95,7 @@ def connection(primary: bool = False) -> Iterator[psycopg.Connection]:
         # Never prepared, for this borrow: psycopg prepares a statement run 5 times, and PostgreSQL may
         # then plan it once for any values. Such a generic plan cannot use a partial index whose predicate
         # names a state ("status = $1" proves nothing): a search for a queue with no failed jobs walked
-        # all 1,000,000 jobs of the benchmark (690 ms instead of 0.1 ms). The console's statements are
+        # every job of the table (docs/benchmarks/console-search.md). The console's statements are
         # not on a hot path; planning each costs far less than one such plan.
         threshold, autocommit = conn.prepare_threshold, conn.autocommit
         conn.prepare_threshold = None
@@ -114,7 +114,7 @@ def connection(primary: bool = False) -> Iterator[psycopg.Connection]:
 def close_app(app: Flask) -> None:
     """Close the app's pool (tests, and processes that build throwaway apps); over several databases
     (SKIPLOCK_DATABASES, or the mount's databases=), every database's console's pool too."""
-    for console in app.extensions.pop("skiplock_consoles", {}).values():  # skiplock.webapp.databases.CONSOLES
+    for console in app.extensions.pop("skiplock_consoles", {}).values():  # skiplock.webapp.pages.databases.CONSOLES
         close_app(console)
     read = app.extensions.pop(READ_EXTENSION, None)
     if read is not None:

@@ -29,7 +29,7 @@ the audit log, or None to refuse.
 serves it to anyone (as the standalone console does without SKIPLOCK_METRICS_TOKEN).
 
 `databases=` (the syntax of SKIPLOCK_DATABASES, or a {name: url} mapping) mounts one console per
-database instead, as the standalone console over several databases does (skiplock.webapp.databases).
+database instead, as the standalone console over several databases does (skiplock.webapp.pages.databases).
 """
 
 from __future__ import annotations
@@ -117,10 +117,10 @@ def mounted_databases(databases: str | Mapping[str, str]) -> dict[str, str]:
 
 def _several(databases: dict[str, str], url_prefix: str, settings: dict[str, Any]) -> Flask:
     """The consoles of several databases, as `skiplock web` with SKIPLOCK_DATABASES serves them
-    (skiplock.webapp.databases), under one prefix: the first database's console at the prefix, with
+    (skiplock.webapp.pages.databases), under one prefix: the first database's console at the prefix, with
     the /databases/ overview, and each database's own console (pool, deadline) under /db/<name>."""
-    from skiplock.webapp import databases as several
     from skiplock.webapp.app import create_app
+    from skiplock.webapp.pages import databases as several
 
     names = list(databases)
     shared = {**settings, "DATABASES": names}

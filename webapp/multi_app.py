@@ -14,9 +14,9 @@ from flask import Flask
 
 from skiplock.core.errors import ConfigError
 from skiplock.core.plumbing.databases import configured_databases
-from skiplock.webapp import databases as databases_page
 from skiplock.webapp.app import create_app
 from skiplock.webapp.mount import mount
+from skiplock.webapp.pages import databases as databases_page
 
 
 def create_multi_app(databases: Mapping[str, str] | None = None,

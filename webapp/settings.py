@@ -57,7 +57,7 @@ def web_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
                             _account(env, "SKIPLOCK_WEB_READONLY", "readonly")) if a]
     return {
         "DATABASE_URL": settings.database_url,
-        # a standby for the read-only pages (issue 36); actions and login counters stay on DATABASE_URL
+        # a standby for the read-only pages; actions and login counters stay on DATABASE_URL
         "READ_URL": env.get("SKIPLOCK_CONSOLE_READ_URL") or None,
         "POOL_SIZE": settings.pool_size,
         "LOG_FORMAT": settings.log_format,

@@ -33,10 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.tools.bench import server_facts
-from skiplock.webapp import create_app, search_filter, search_queries
+from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
-from skiplock.webapp.search import PAGE_SIZE
+from skiplock.webapp.pages.search import PAGE_SIZE
+from skiplock.webapp.queries import search_queries
 from skiplock.webapp.settings import Account
+from skiplock.webapp.shared import search_filter
 from tests.benchmarks.console_pages import _cpu_seconds, p95
 
 DB = "skiplock_search_bench"

@@ -31,9 +31,10 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from skiplock.core.plumbing.migrate import apply_migrations
-from skiplock.webapp import create_app, workflow_structure
+from skiplock.webapp import create_app
 from skiplock.webapp.db import close_app
 from skiplock.webapp.settings import Account
+from skiplock.webapp.shared import workflow_structure
 from tests.benchmarks.console_pages import build_workflow, p95, time_page_cpu, workflow_pages
 
 DB = "skiplock_workflow_pages"
@@ -84,7 +85,7 @@ def main() -> int:
     print(f"\n{'page':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'cpu p50':>8} {'cpu p95':>8}")
     rows = []
     # the DAG page once more with its kept shape dropped before every request: a first view, or one
-    # SHAPE_TTL after the last (webapp/workflow_structure.py)
+    # SHAPE_TTL after the last (webapp/shared/workflow_structure.py)
     cold = ("workflow 10k DAG, shape read", f"/workflows/{wf['root']}", {"cold": True})
     try:
         for label, path, extra in [*workflow_pages(wf), cold]:

@@ -30,7 +30,7 @@ def test_a_refused_action_writes_nothing(viewer, conn):
 
 
 def test_the_audit_page_lists_actions_escaped_and_pages_by_id(admin, conn, monkeypatch):
-    from skiplock.webapp import audit as audit_page
+    from skiplock.webapp.pages import audit as audit_page
 
     monkeypatch.setattr(audit_page, "PAGE_SIZE", 2)
     for queue in ("q1", "q2", "<b>q3</b>"):

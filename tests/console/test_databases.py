@@ -19,9 +19,9 @@ import pytest
 from skiplock import enqueue_many
 from skiplock.core.errors import ConfigError
 from skiplock.core.plumbing.databases import parse_databases
-from skiplock.webapp.databases import CONSOLES
 from skiplock.webapp.db import close_app
 from skiplock.webapp.multi_app import create_multi_app
+from skiplock.webapp.pages.databases import CONSOLES
 from skiplock.webapp.settings import Account
 from tests.conftest import REPO
 from tests.support.helpers import scalar

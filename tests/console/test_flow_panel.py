@@ -1,4 +1,4 @@
-"""The queue page's flow-control panel (templates/_flow.html): limits, tenant backlogs, versions."""
+"""The queue page's flow-control panel (templates/queues/_flow.html): limits, tenant backlogs, versions."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from flask import Flask
 from skiplock import enqueue, enqueue_many
 from skiplock.core.errors import ConfigError
 from skiplock.webapp import mount
-from skiplock.webapp.databases import CONSOLES
 from skiplock.webapp.db import EXTENSION, close_app
+from skiplock.webapp.pages.databases import CONSOLES
 from tests.support.helpers import scalar, wait_for
 from tests.support.host_app import PREFIX, build_host
 

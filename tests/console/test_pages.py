@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skiplock.webapp import overview
+from skiplock.webapp.shared import counts
 from tests.support.factory import make_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def test_overview_numbers(admin, conn):
 
 
 def test_overview_caps_big_counts(admin, conn, monkeypatch):
-    monkeypatch.setattr(overview, "COUNT_CAP", 5)
+    monkeypatch.setattr(counts, "COUNT_CAP", 5)
     conn.execute("INSERT INTO jobs (queue, payload, run_at) SELECT 't3', '{}', now() - interval '1 minute' "
                  "FROM generate_series(1, 12)")
     cells = _row(admin.get("/").get_data(as_text=True), "t3")
@@ -229,7 +229,7 @@ def test_pages_say_503_when_the_database_is_down(make_app):
 
 
 def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, monkeypatch):
-    from skiplock.webapp import queues
+    from skiplock.webapp.pages import queues
 
     monkeypatch.setattr(queues, "SEARCH_WINDOW", 10)
     conn.execute("INSERT INTO jobs (queue, payload, run_at) SELECT 't1', "
@@ -250,7 +250,7 @@ def test_text_search_reads_bounded_windows_and_finds_everything(admin, conn, mon
 
 
 def test_dead_groups_read_a_bounded_number_of_rows(admin, conn, monkeypatch):
-    from skiplock.webapp import dead
+    from skiplock.webapp.pages import dead
 
     monkeypatch.setattr(dead, "GROUPS_SCAN", 3)
     for ago in range(5):

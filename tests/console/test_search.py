@@ -15,9 +15,10 @@ import psycopg
 import pytest
 
 from skiplock import enqueue, enqueue_many
-from skiplock.webapp import search_filter, search_queries
 from skiplock.webapp.db import get_pool
-from skiplock.webapp.search import PAGE_SIZE
+from skiplock.webapp.pages.search import PAGE_SIZE
+from skiplock.webapp.queries import search_queries
+from skiplock.webapp.shared import search_filter
 from tests.console.conftest import ADMIN, Session, login
 from tests.console.test_dead_groups_from_a_worker import KINDS, _worker_made_dead_jobs
 from tests.support.factory import make_job

@@ -42,7 +42,7 @@ def view_params() -> list[str]:
     """Every query-string or form parameter a view reads (from the webapp sources)."""
     names: set[str] = set()
     pattern = re.compile(r"""(?:\barg|request\.(?:form|values|args)\.(?:get|getlist))\(\s*["'](\w+)["']""")
-    for path in WEBAPP.glob("*.py"):
+    for path in WEBAPP.rglob("*.py"):
         names.update(pattern.findall(path.read_text()))
     return sorted(names)
 

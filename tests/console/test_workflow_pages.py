@@ -13,7 +13,7 @@ import pytest
 
 import skiplock
 from skiplock.tools import testing
-from skiplock.webapp import dag
+from skiplock.webapp.shared import dag
 from tests.console.conftest import Session
 from tests.support import console_workflow_handlers as handlers
 from tests.support.helpers import scalar
@@ -86,7 +86,7 @@ def test_the_workflow_page_draws_every_job_before_and_after_the_run(admin: Sessi
 
 
 def test_views_between_changes_show_jobs_finished_and_added_since(admin: Session) -> None:
-    """The page keeps a workflow's shape between views (webapp/workflow_structure.py): a job that
+    """The page keeps a workflow's shape between views (webapp/shared/workflow_structure.py): a job that
     finished since (its row deleted) shows its final state, a job added since is drawn."""
     root, kids, summary = _fan(3)
     assert _counts(admin.get(f"/workflows/{root}").get_data(as_text=True)) == {"queued": 1, "waiting": 4}

@@ -80,14 +80,14 @@ def test_release_on_the_last_attempt_makes_the_job_dead(conn: psycopg.Connection
 
 
 def test_pages_offer_exactly_the_allowed_actions() -> None:
-    from skiplock.webapp.queues import TAB_ACTIONS
+    from skiplock.webapp.pages.queues import TAB_ACTIONS
 
     for where in SITUATIONS:
         assert [a for a, _label in TAB_ACTIONS[where]] == [t.action for t in allowed(where)], where
 
 
 def test_a_running_job_is_released_or_cancelled_through_the_table(conn: psycopg.Connection) -> None:
-    # the job page and the queue page's running tab show exactly these, in this order (templates/_job.html)
+    # the job page and the queue page's running tab show exactly these, in this order (templates/jobs/_job.html)
     assert [(t.action, t.label) for t in allowed("running")] == [("release", "Release"), ("cancel-running", "Cancel")]
     job_id = make(conn, "running")
     cancel_running = allowed("running")[1]

@@ -1,10 +1,10 @@
-"""The workflow page's DAG grouping and layout (webapp/dag.py): pure functions, no database."""
+"""The workflow page's DAG grouping and layout (webapp/shared/dag.py): pure functions, no database."""
 
 from __future__ import annotations
 
 import doctest
 
-from skiplock.webapp import dag
+from skiplock.webapp.shared import dag
 
 
 def test_the_docstring_examples_hold() -> None:

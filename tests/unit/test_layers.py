@@ -165,7 +165,7 @@ KNOWN_LOOPS: list[list[str]] = []
 
 def test_the_package_has_no_import_loop() -> None:
     """No two modules import each other, directly or round a circle (the console's job page and its "Edit
-    and retry" share the form in webapp/edit_form.py): only the known loops above are left."""
+    and retry" share the form in webapp/shared/edit_form.py): only the known loops above are left."""
     assert [loop for loop in import_loops(import_graph(package_modules())) if loop not in KNOWN_LOOPS] == []
 
 
@@ -241,6 +241,51 @@ def test_the_layer_check_reports_an_upward_import_and_a_stray_module() -> None:
     ]
 
 
+# The console's pages: one area each, webapp/pages/<area>.py, or a folder when an area has several
+# blueprints (pages/jobs/: the job page, its Cancel, its "Edit and retry"). Only the console's entry points
+# import a page: the app factory registers them, mount() and the several-databases console add /databases/.
+PAGES = "skiplock.webapp.pages"
+PAGE_IMPORTERS = {"skiplock.webapp.app", "skiplock.webapp.mount", "skiplock.webapp.multi_app"}
+
+
+def page_area(module: str) -> str | None:
+    """The area of a page module (`overview`, `jobs`, ...); None for a module that is not a page."""
+    if not module.startswith(PAGES + "."):
+        return None
+    return module[len(PAGES) + 1:].split(".")[0]
+
+
+def page_violations(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import of a page by another area's page, or by a module that is not an entry point: what two
+    pages share goes in webapp/shared/ (or webapp/queries/ for SQL), so one page can change alone."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            area = page_area(target)
+            if area is None or module in PAGE_IMPORTERS or page_area(module) == area:
+                continue
+            found.append(f"{module} imports the page {target}")
+    return found
+
+
+def test_a_page_imports_shared_modules_never_another_page() -> None:
+    graph = import_graph(package_modules())
+    areas = {page_area(m) for m in graph} - {None}
+    assert {"overview", "queues", "dead", "jobs", "search", "workflows"} <= areas, areas
+    assert page_violations(graph) == []
+
+
+def test_the_page_check_reports_a_page_importing_another() -> None:
+    fake = {"skiplock.webapp.pages.queues": {"skiplock.webapp.pages.overview", "skiplock.webapp.shared.counts"},
+            "skiplock.webapp.pages.jobs.edit_retry": {"skiplock.webapp.pages.jobs.detail"},
+            "skiplock.webapp.shared.failure_rate": {"skiplock.webapp.pages.overview"},
+            "skiplock.webapp.app": {"skiplock.webapp.pages.overview"}}
+    assert page_violations(fake) == [
+        "skiplock.webapp.pages.queues imports the page skiplock.webapp.pages.overview",
+        "skiplock.webapp.shared.failure_rate imports the page skiplock.webapp.pages.overview",
+    ]
+
+
 def _loaded(imports: str, watched: tuple[str, ...]) -> list[str]:
     code = f"import sys; {imports}; print(sorted(m for m in {watched!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -254,7 +299,7 @@ def test_a_producer_only_import_does_not_load_the_worker_runtime() -> None:
 
 
 def test_the_console_does_not_import_the_command_line() -> None:
-    assert _loaded("import skiplock.webapp, skiplock.webapp.ops",
+    assert _loaded("import skiplock.webapp, skiplock.webapp.pages.ops",
                    ("skiplock.tools.cli", "skiplock.tools.doctor_cli", "skiplock.tools.bench",
                     "skiplock.tools.cancel_cli", "skiplock.tools.recurring_cli", "skiplock.runtime.runner")) == []
 

@@ -1,4 +1,4 @@
-"""The timeline's reading of a job's record where it is silent (webapp/timeline.py), and the edit's diff
+"""The timeline's reading of a job's record where it is silent (webapp/shared/timeline.py), and the edit's diff
 (worker/core/payload_edit.py): pure functions, fed the shapes the database returns."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from skiplock.core.features import payload_edit
-from skiplock.webapp import timeline
+from skiplock.webapp.shared import timeline
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

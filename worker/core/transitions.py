@@ -72,7 +72,7 @@ TRANSITIONS: tuple[Transition, ...] = (
                True, _release),
     # a request the handler sees at its worker's next heartbeat (skiplock.core.features.cancel): the job is
     # still running now, and ends failed "cancelled by <who>" when its handler returns. Its URL,
-    # /jobs/<id>/cancel-running, is served by webapp/cancel.py, which answers with what happened.
+    # /jobs/<id>/cancel-running, is served by webapp/pages/jobs/cancel.py, which answers with what happened.
     Transition("cancel-running", "Cancel", _RUNNING, JobStatus.RUNNING.value,
                "asked to stop: its handler sees it at the next heartbeat and the job ends failed",
                "it is not running", True, cancel.request_running),

@@ -5,7 +5,7 @@ The pruner calls `roll_up` every minute. Each call sums the job_stats minutes fr
 watermark there, in one transaction that holds the watermark's row lock, so workers running the pruner
 at the same time add each hour once. An hour counts as closed GRACE after it ended: workers write the
 minute of their ack batch, and a batch that began in the last minute of an hour may commit in the
-next. Readers (webapp/page_queries.py STATS_RANGE_HOURLY, webapp/failure_rate.py) take the hours
+next. Readers (webapp/queries/page_queries.py STATS_RANGE_HOURLY, webapp/shared/failure_rate.py) take the hours
 before the watermark from job_stats_hourly and later minutes from job_stats.
 
 Hours are whole UTC hours (date_bin from a fixed origin, not date_trunc, which follows the session's

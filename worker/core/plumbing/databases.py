@@ -1,6 +1,6 @@
 """Several skiplock databases named in one setting: SKIPLOCK_DATABASES=orders=postgresql://...,billing=...
 
-Used by the console's database switcher (skiplock.webapp.databases) and `skiplock doctor --all`.
+Used by the console's database switcher (skiplock.webapp.pages.databases) and `skiplock doctor --all`.
 Names are short labels for people and URLs (letters, digits, '-' and '_'); each URL is any
 PostgreSQL URL or conninfo without a comma. Order is kept: the first is the console's default.
 """
