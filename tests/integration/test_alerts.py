@@ -82,7 +82,9 @@ def test_a_job_that_dies_alerts_once_and_is_resolved_when_its_dead_letter_is_pur
     assert state_changes.purge_finished(conn, [dead]) == [dead]
     wait_for(lambda: webhook.count("RESOLVED", "'t2'"), timeout=60, message="the resolved alert")
     assert webhook.count("FIRING") == 1
-    assert [row[1] for row in last_sent(conn)][:2] == ["resolved", "firing"]
+    # the worker records each message right after its delivery
+    wait_for(lambda: [row[1] for row in last_sent(conn)][:2] == ["resolved", "firing"], timeout=30,
+             message="both messages recorded")
     assert all(row[5] for row in last_sent(conn))  # delivered
     assert worker.proc.poll() is None
 
