@@ -16,7 +16,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.plumbing.db import session_defaults
 from skiplock.runtime.claimer import claims_commit_async
 from skiplock.tools import bench_seed
@@ -93,27 +93,3 @@ def test_without_those_settings_postgresql_did_read_jobs_whole(db_url, conn):
         claims.execute("LOAD 'auto_explain'")
         plans = _explained_claims(claims, 2)
     assert any("Seq Scan on jobs" in plan or "Index Scan using jobs_unique_inflight" in plan for plan in plans), plans
-
-
-@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_PAYLOAD_TEXT", "CLAIM_LEAN_TEXT"])
-def test_each_claim_statement_fits_psycopgs_query_cache(name: str) -> None:
-    # psycopg re-parses the placeholders of a longer text on every execute (statements.compact): ~40 us
-    # of a worker's CPU per claim. A claim grown past the limit fails here, not in a benchmark.
-    from psycopg import _queries  # the limit is psycopg's own, not a public name
-
-    statement = getattr(statements, name)
-    assert len(statement) <= _queries.MAX_CACHED_STATEMENT_LENGTH, (name, len(statement))
-    assert "--" not in statement and "\n" not in statement
-
-
-def test_compact_keeps_the_statement() -> None:
-    statement = """
-    SELECT a.id, ( 1 + 2 ) AS three  -- a comment
-      FROM t a
-     WHERE a.x <= %(x)s AND a.s = 'queued'   -- another
-    """
-    assert statements.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
-    with pytest.raises(ValueError, match="quoted string"):
-        statements.compact("SELECT 'a, b' -- squeezed, the string would lose its space")
-    with pytest.raises(ValueError, match="quoted string"):
-        statements.compact("SELECT 'a--b'")  # the comment's removal would cut the string

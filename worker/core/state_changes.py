@@ -15,12 +15,22 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from skiplock.core import statements
 from skiplock.core.error_summary import summarize
 from skiplock.core.errors import InvalidTransition
 from skiplock.core.records import ClaimedJob as ClaimedJob  # the names callers use: core.ClaimedJob
 from skiplock.core.records import Outcome as Outcome  # and core.Outcome
+from skiplock.core.sql import queries
 from skiplock.core.status import HistoryMode, JobStatus, OutcomeStatus
+
+JOBS_ACK_SQL = queries("jobs_ack")
+JOBS_CLAIM_SQL = queries("jobs_claim")
+JOBS_MATCHING_SQL = queries("jobs_matching")
+JOBS_OPERATOR_SQL = queries("jobs_operator")
+JOBS_PRUNE_SQL = queries("jobs_prune")
+JOBS_RUNNING_SQL = queries("jobs_running")
+QUEUES_SQL = queries("queues")
+STATS_SQL = queries("stats")
+WORKFLOWS_SQL = queries("workflows")
 
 log = logging.getLogger("skiplock.core")
 
@@ -71,7 +81,7 @@ def claim_session(conn: psycopg.Connection) -> None:
     (201 plans in 200 claims, 1.1-1.9 ms of planning beside ~1 ms of execution; pg_stat_statements,
     tests/benchmarks/growth.py), because the generic plan's estimate, made without the LIMIT's
     value, looks dearer. With the settings above (and the claimed ids reached by `id = ANY`, see
-    statements._CLAIM) the generic plan is the same index walk, and an ANALYZE or vacuum of jobs
+    jobs_claim.sql) the generic plan is the same index walk, and an ANALYZE or vacuum of jobs
     invalidates it, so it is re-made from fresh statistics. The claim's p50 from a 1,000,000-job
     backlog went from 2.6-2.8 to 1.2-1.6 ms. Session 9 tried this alone and one run of three
     collapsed from its start; it was the first plan above, made generic while jobs looked empty
@@ -86,7 +96,8 @@ def claim_session(conn: psycopg.Connection) -> None:
 
 def row_writes_session(conn: psycopg.Connection) -> None:
     """Session settings for the connection that writes a worker's own rows by id: ack batches (with
-    their attempt history and snoozes), heartbeats and the shutdown release (statements._own_rows).
+    their attempt history and snoozes), heartbeats and the shutdown release (their `f` lookup:
+    core/sql/jobs_running.sql).
 
     A generic plan, always. psycopg prepares a statement on its 6th run on a connection; PostgreSQL
     then plans it for each call's values 5 times, and after that whenever such a custom plan is
@@ -127,7 +138,7 @@ def claim(
     handler thread, off the claim loop that every job of the process waits behind. Without
     `with_context` only id, queue, payload, attempts (and version, tenant) come back (the
     worker's lean claim).
-    Flow control (statements._CLAIM): `versions` are the newest payload version per queue this caller
+    Flow control (core/sql/jobs_claim.sql): `versions` are the newest payload version per queue this caller
     can run (default: any); `tenant_after` is where each queue's tenant round-robin starts;
     `limited` are the queues the caller believes have a queue_limits row (default: looked up).
     Limited queues are decided in the same one statement (skiplock_limit_allowances, migration
@@ -139,9 +150,9 @@ def claim(
     if not with_context:
         if not payload_as_text:
             raise ValueError("the lean claim returns payloads as text only")
-        statement = statements.CLAIM_LEAN_TEXT
+        statement = JOBS_CLAIM_SQL.claim_lean_text
     else:
-        statement = statements.CLAIM_PAYLOAD_TEXT if payload_as_text else statements.CLAIM
+        statement = JOBS_CLAIM_SQL.claim_payload_text if payload_as_text else JOBS_CLAIM_SQL.claim
     params = {"queues": list(queues), "leases": number_array([float(x) for x in leases]),
               "versions": number_array(versions if versions is not None else [ANY_VERSION] * len(queues)),
               "tenant_after": list(tenant_after) if tenant_after is not None else [None] * len(queues),
@@ -173,7 +184,7 @@ def heartbeat(
     """Extend leases of this worker's running jobs; return the ids whose lease is still ours."""
     if not ids:
         return set()
-    rows = conn.execute(statements.HEARTBEAT, {"ids": number_array(ids),
+    rows = conn.execute(JOBS_RUNNING_SQL.heartbeat, {"ids": number_array(ids),
                                                "leases": number_array([float(x) for x in leases]),
                                                "worker_id": worker_id}).fetchall()
     return {row[0] for row in rows}
@@ -184,13 +195,13 @@ def write_progress(conn: psycopg.Connection, worker_id: str, reported: dict[int,
     if not reported:
         return
     ids = list(reported)
-    conn.execute(statements.PROGRESS, {"ids": number_array(ids), "fractions": [reported[i][0] for i in ids],
+    conn.execute(JOBS_RUNNING_SQL.progress, {"ids": number_array(ids), "fractions": [reported[i][0] for i in ids],
                                        "messages": [reported[i][1] for i in ids], "worker_id": worker_id})
 
 
 # The ack statement of each history mode: they differ only in what a success does.
-_ACK_BY_HISTORY = {HistoryMode.DELETE: statements.ACK_BATCH, HistoryMode.KEEP: statements.ACK_BATCH_KEEP,
-                   HistoryMode.PARTITIONED: statements.ACK_BATCH_TO_HISTORY}
+_ACK_BY_HISTORY = {HistoryMode.DELETE: JOBS_ACK_SQL.ack_batch, HistoryMode.KEEP: JOBS_ACK_SQL.ack_batch_keep,
+                   HistoryMode.PARTITIONED: JOBS_ACK_SQL.ack_batch_to_history}
 
 
 def ack_batch(
@@ -265,7 +276,7 @@ def record_attempts(conn: psycopg.Connection, worker_id: str, failures: Sequence
     never adds a line."""
     if not failures:
         return
-    conn.execute(statements.RECORD_ATTEMPTS, {
+    conn.execute(JOBS_RUNNING_SQL.record_attempts, {
         "keep": KEEP_ATTEMPTS, "chars": ERROR_CHARS, "worker_id": worker_id,
         "ids": [o.job_id for o in failures], "attempts": [o.attempt for o in failures],
         "durations": [o.duration_ms for o in failures], "errors": [o.error for o in failures]})
@@ -275,7 +286,7 @@ def snooze_batch(conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Ou
     """running -> queued later for snoozed runs (`raise Snooze(seconds)`), the claim's attempt given back;
     fenced like every ack (this worker, this run, still running), so a late result of a reaped run never
     touches the newer run. The ids written (a missing id lost its lease, as in ack_batch)."""
-    rows = conn.execute(statements.SNOOZE_BATCH, {"worker_id": worker_id, "ids": [o.job_id for o in outcomes],
+    rows = conn.execute(JOBS_RUNNING_SQL.snooze_batch, {"worker_id": worker_id, "ids": [o.job_id for o in outcomes],
                                                   "attempts": [o.attempt for o in outcomes],
                                                   "delays": [float(o.delay) for o in outcomes]}).fetchall()
     return {row[0] for row in rows}
@@ -303,57 +314,57 @@ def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) ->
     """running -> queued now, for this worker's unfinished jobs at graceful shutdown."""
     if not ids:
         return []
-    rows = conn.execute(statements.RELEASE_OWN, {"ids": number_array(ids), "worker_id": worker_id}).fetchall()
+    rows = conn.execute(JOBS_RUNNING_SQL.release_own, {"ids": number_array(ids), "worker_id": worker_id}).fetchall()
     return [row[0] for row in rows]
 
 
 def reap_expired(conn: psycopg.Connection, limit: int = 1000) -> list[tuple[int, str, str]]:
     """running with an expired lease -> queued, or dead on the last attempt. Returns (id, queue, status)."""
-    rows = conn.execute(statements.REAP_EXPIRED, {"limit": limit}).fetchall()
+    rows = conn.execute(JOBS_OPERATOR_SQL.reap_expired, {"limit": limit}).fetchall()
     if rows:
-        conn.execute(statements.REAPED_STATS, {"queues": [r[1] for r in rows]})
+        conn.execute(STATS_SQL.reaped_stats, {"queues": [r[1] for r in rows]})
     return [(r[0], r[1], str(r[2])) for r in rows]
 
 
 def release_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[tuple[int, str, str]]:
     """Operator: running -> queued (or dead on the last attempt) without waiting for the lease."""
-    rows = conn.execute(statements.RELEASE_RUNNING, {"ids": list(ids), "actor": actor}).fetchall()
+    rows = conn.execute(JOBS_OPERATOR_SQL.release_running, {"ids": list(ids), "actor": actor}).fetchall()
     _notify(conn, [r[1] for r in rows if str(r[2]) == JobStatus.QUEUED])
     return [(r[0], r[1], str(r[2])) for r in rows]
 
 
 def retry_finished(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
     """Operator: dead/failed -> queued now, attempts reset."""
-    rows = conn.execute(statements.RETRY_FINISHED, {"ids": list(ids)}).fetchall()
+    rows = conn.execute(JOBS_OPERATOR_SQL.retry_finished, {"ids": list(ids)}).fetchall()
     _notify(conn, [r[1] for r in rows])
     return [r[0] for r in rows]
 
 
 def purge_finished(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
     """Operator: delete dead/failed jobs."""
-    return [r[0] for r in conn.execute(statements.PURGE_FINISHED, {"ids": list(ids)}).fetchall()]
+    return [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.purge_finished, {"ids": list(ids)}).fetchall()]
 
 
 def cancel_queued(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
     """Operator: queued -> failed (cancelled), so it never runs."""
-    return [r[0] for r in conn.execute(statements.CANCEL_QUEUED, {"ids": list(ids), "actor": actor})]
+    return [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.cancel_queued, {"ids": list(ids), "actor": actor})]
 
 
 def run_now(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
     """Operator: a scheduled queued job becomes ready now."""
-    rows = conn.execute(statements.RUN_NOW, {"ids": list(ids)}).fetchall()
+    rows = conn.execute(JOBS_OPERATOR_SQL.run_now, {"ids": list(ids)}).fetchall()
     _notify(conn, [r[1] for r in rows])
     return [r[0] for r in rows]
 
 
 def pause_queue(conn: psycopg.Connection, queue: str, actor: str) -> bool:
     """Stop every worker from claiming `queue`; True if it was not paused before."""
-    return conn.execute(statements.PAUSE_QUEUE, {"queue": queue, "actor": actor}).fetchone() is not None
+    return conn.execute(QUEUES_SQL.pause_queue, {"queue": queue, "actor": actor}).fetchone() is not None
 
 
 def resume_queue(conn: psycopg.Connection, queue: str) -> bool:
     """Let workers claim `queue` again; True if it was paused."""
-    resumed = conn.execute(statements.RESUME_QUEUE, {"queue": queue}).fetchone() is not None
+    resumed = conn.execute(QUEUES_SQL.resume_queue, {"queue": queue}).fetchone() is not None
     if resumed:
         _notify(conn, [queue])
     return resumed
@@ -371,7 +382,7 @@ class FinishedFilter:
     text: str | None = None  # substring of unique_key, payload or last_error
 
     def params(self) -> dict[str, Any]:
-        """Bind parameters for statements.FINISHED_MATCH."""
+        """Bind parameters for the filter of core/sql/jobs_matching.sql."""
         if self.status not in (JobStatus.DEAD, JobStatus.FAILED):
             raise InvalidTransition(f"only dead or failed jobs can be retried or purged, not {self.status!r}")
         # ILIKE wildcards typed by the operator are matched literally
@@ -384,34 +395,34 @@ class FinishedFilter:
 
 def count_finished_matching(conn: psycopg.Connection, flt: FinishedFilter, cap: int = 1_000_000) -> int:
     """How many jobs `flt` covers, counting at most `cap` (what a bulk confirmation states)."""
-    return int(conn.execute(statements.COUNT_FINISHED_MATCHING, {**flt.params(), "cap": cap}).fetchone()[0])  # type: ignore[index]
+    return int(conn.execute(JOBS_MATCHING_SQL.count_finished_matching, {**flt.params(), "cap": cap}).fetchone()[0])  # type: ignore[index]
 
 
 def list_finished_matching(conn: psycopg.Connection, flt: FinishedFilter, limit: int = 50) -> list[dict[str, Any]]:
     """The newest `limit` jobs `flt` covers: id, queue, status, finished_at, attempts, max_attempts, error."""
     cur = conn.cursor(row_factory=dict_row)
-    return cur.execute(statements.LIST_FINISHED_MATCHING, {**flt.params(), "limit": limit}).fetchall()
+    return cur.execute(JOBS_MATCHING_SQL.list_finished_matching, {**flt.params(), "limit": limit}).fetchall()
 
 
 def count_finished_ids(conn: psycopg.Connection, ids: Sequence[int]) -> int:
     """How many of `ids` are dead or failed: what retry_finished or purge_finished would change now."""
-    return int(conn.execute(statements.COUNT_FINISHED_IDS, {"ids": list(ids)}).fetchone()[0])  # type: ignore[index]
+    return int(conn.execute(JOBS_OPERATOR_SQL.count_finished_ids, {"ids": list(ids)}).fetchone()[0])  # type: ignore[index]
 
 
 def job_detail(conn: psycopg.Connection, job_id: int) -> dict[str, Any] | None:
     """One job's columns as an operator reads them, or None when there is no such job."""
     cur = conn.cursor(row_factory=dict_row)
-    return cur.execute(statements.JOB_DETAIL, {"id": job_id}).fetchone()
+    return cur.execute(JOBS_OPERATOR_SQL.job_detail, {"id": job_id}).fetchone()
 
 
 def retry_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
     """Operator: dead/failed -> queued for every job `flt` covers, in batches of `batch` ids."""
-    return _bulk_matching(conn, statements.RETRY_MATCHING_BATCH, flt, batch, notify=True)
+    return _bulk_matching(conn, JOBS_MATCHING_SQL.retry_matching_batch, flt, batch, notify=True)
 
 
 def purge_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
     """Operator: delete every dead/failed job `flt` covers, in batches of `batch` ids."""
-    return _bulk_matching(conn, statements.PURGE_MATCHING_BATCH, flt, batch, notify=False)
+    return _bulk_matching(conn, JOBS_MATCHING_SQL.purge_matching_batch, flt, batch, notify=False)
 
 
 def _bulk_matching(conn: psycopg.Connection, sql: str, flt: FinishedFilter, batch: int, *, notify: bool) -> int:
@@ -431,23 +442,23 @@ def _bulk_matching(conn: psycopg.Connection, sql: str, flt: FinishedFilter, batc
 
 def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:
     if queues:
-        conn.execute(statements.NOTIFY_QUEUES, {"queues": sorted(set(queues))})
+        conn.execute(JOBS_OPERATOR_SQL.notify_queues, {"queues": sorted(set(queues))})
 
 
 def prune_finished(conn: psycopg.Connection, status: str, older_than: float, limit: int) -> int:
     """Pruner: delete up to `limit` jobs in final `status` finished over `older_than` seconds ago."""
     if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.DEAD):
         raise ValueError(f"only finished jobs are pruned, not {status!r}")
-    cur = conn.execute(statements.PRUNE_FINISHED, {"status": status, "older_than": older_than, "limit": limit})
+    cur = conn.execute(JOBS_PRUNE_SQL.prune_finished, {"status": status, "older_than": older_than, "limit": limit})
     return cur.rowcount
 
 
 def prune_results(conn: psycopg.Connection, older_than: float, limit: int) -> int:
     """Delete up to `limit` stored results older than `older_than` seconds (SKIPLOCK_RESULT_TTL)."""
-    return conn.execute(statements.PRUNE_RESULTS, {"older_than": older_than, "limit": limit}).rowcount
+    return conn.execute(WORKFLOWS_SQL.prune_results, {"older_than": older_than, "limit": limit}).rowcount
 
 
 def prune_stats(conn: psycopg.Connection, older_than: float, limit: int) -> int:
     """Pruner: fold up to `limit` per-minute stats rows older than `older_than` seconds into the totals."""
-    row = conn.execute(statements.PRUNE_STATS, {"older_than": older_than, "limit": limit}).fetchone()
+    row = conn.execute(STATS_SQL.prune_stats, {"older_than": older_than, "limit": limit}).fetchone()
     return int(row[0]) if row else 0

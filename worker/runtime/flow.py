@@ -1,6 +1,6 @@
 """A worker's side of flow control (issue 15): what its claims pass, and payload upgrades.
 
-The decisions themselves are the claim's, in SQL (worker/core/statements.py, _CLAIM); this keeps the few
+The decisions themselves are the claim's, in SQL (worker/core/sql/jobs_claim.sql); this keeps the few
 things a worker tells it: the newest payload version it runs per queue, where each queue's tenant
 round-robin starts next, and which of its queues are limited (so those claims lock their
 queue_limits rows first). It also upgrades an older payload before the handler sees it.
@@ -93,7 +93,7 @@ class WorkerFlow:
         """Move each queue's tenant cursor past the tenants this claim served.
 
         The next claim's tenant walk starts after the greatest tenant served now, so with more
-        tenants than one claim looks at (statements.TENANT_HOPS) every tenant still gets its turn.
+        tenants than one claim looks at (256, in jobs_claim.sql) every tenant still gets its turn.
         """
         served: dict[str, str] = {}
         for job in jobs:

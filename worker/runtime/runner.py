@@ -30,7 +30,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.errors import ConfigError, SchemaMissing
 from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
@@ -38,6 +38,7 @@ from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import is_connection_error, make_pool, session_settings
 from skiplock.core.registry import REGISTRY, Registry, Task
+from skiplock.core.sql import queries
 from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
@@ -61,6 +62,8 @@ from skiplock.services.recurring_defs import DEFINITIONS
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 from skiplock.services.workflow_sweeper import WorkflowSweeper
+
+WORKERS_SQL = queries("workers")
 
 log = logging.getLogger("skiplock.worker")
 
@@ -305,7 +308,7 @@ class Worker:
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
         with self.pool.connection() as conn:
-            ordered = conn.execute(statements.WORKER_UPSERT, {
+            ordered = conn.execute(WORKERS_SQL.worker_upsert, {
                 "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
                 "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),

@@ -27,10 +27,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from skiplock.core import statements
 from skiplock.core.plumbing.config import load_settings
+from skiplock.core.sql import queries
 from skiplock.tools import bench_seed
 from skiplock.tools.commands import command
+
+JOBS_ENQUEUE_SQL = queries("jobs_enqueue")
 
 # The queue the bench handler (skiplock.tools.bench_tasks) serves. That module is imported only by the
 # bench's own worker processes: importing it here would register the handler in every
@@ -317,7 +319,8 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
     def body(n: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             for i in range(n):
-                conn.execute(statements.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
+                conn.execute(JOBS_ENQUEUE_SQL.sql_producer_insert,
+                             {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
 
     elapsed = _run_threads(_split(jobs, producers), body)
     return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed,

@@ -20,8 +20,10 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import statements
+from skiplock.core.sql import queries
 from skiplock.core.state_changes import ClaimedJob
+
+JOBS_RUNNING_SQL = queries("jobs_running")
 
 HANDOFF_CHANNEL = "skiplock_handoff"
 HANDOFF_LOCK_CLASS = 1936418927  # advisory lock namespace of listener keys ('skho'; migration 020)
@@ -61,7 +63,7 @@ def _timestamp(text: str | None) -> datetime | None:
 def release_lost(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],
                  age: float = LOST_AFTER_SECONDS) -> list[tuple[int, str]]:
     """Release jobs running under `worker_id` for more than `age` s that it does not know of."""
-    rows = conn.execute(statements.RELEASE_LOST_HANDOFFS,
+    rows = conn.execute(JOBS_RUNNING_SQL.release_lost_handoffs,
                         {"worker_id": worker_id, "age": age, "known": list(known)}).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 
