@@ -125,7 +125,8 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
                "res_errors": [None]}
         for statement, params in ((JOBS_ACK_SQL.ack_batch, ack), (JOBS_ACK_SQL.ack_batch_keep, ack),
                                   (JOBS_RUNNING_SQL.heartbeat, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
-                                  (JOBS_RUNNING_SQL.release_own, {"worker_id": "w1", "ids": ids})):
+                                  (JOBS_RUNNING_SQL.give_back, {"worker_id": "w1", "ids": ids, "attempts": [None] * 200,
+                                                                "delays": [0.0] * 200, "snoozed": [False] * 200})):
             plan = _plan(conn, statement, params)
             assert "jobs_running_idx" not in plan and "jobs_lease_idx" not in plan, plan
             assert "Seq Scan" not in plan, plan

@@ -7,13 +7,14 @@ Every function takes a psycopg connection (autocommit or inside the caller's tra
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from skiplock.core.error_summary import summarize
 from skiplock.core.errors import InvalidTransition
@@ -31,6 +32,7 @@ JOBS_RUNNING_SQL = queries("jobs_running")
 QUEUES_SQL = queries("queues")
 STATS_SQL = queries("stats")
 WORKFLOWS_SQL = queries("workflows")
+WORKFLOW_REPAIR_SQL = queries("workflow_repair")
 
 log = logging.getLogger("skiplock.core")
 
@@ -178,6 +180,12 @@ def claim(
     return [ClaimedJob(*row) for row in rows]
 
 
+def claim_plan(conn: psycopg.Connection, params: dict[str, Any]) -> Any:
+    """The planner's plan (EXPLAIN, FORMAT JSON) of the claim for these parameters, not run (the doctor's)."""
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + JOBS_CLAIM_SQL.claim, params).fetchone()
+    return row[0] if row else None
+
+
 def heartbeat(
     conn: psycopg.Connection, worker_id: str, ids: Sequence[int], leases: Sequence[float]
 ) -> set[int]:
@@ -282,14 +290,26 @@ def record_attempts(conn: psycopg.Connection, worker_id: str, failures: Sequence
         "durations": [o.duration_ms for o in failures], "errors": [o.error for o in failures]})
 
 
+def _give_back(conn: psycopg.Connection, worker_id: str, ids: Sequence[int], attempts: Sequence[int | None],
+               delays: Sequence[float], snoozed: Sequence[bool]) -> list[tuple[int, str]]:
+    """running -> queued with the claim's attempt given back, per row (core/sql/jobs_running.sql give_back):
+    the one statement of a snooze, a shutdown's release and a lost hand-off. (id, queue) of each written."""
+    if not ids:
+        return []
+    rows = conn.execute(JOBS_RUNNING_SQL.give_back, {
+        "worker_id": worker_id, "ids": number_array(ids), "snoozed": list(snoozed),
+        "attempts": "{" + ",".join("NULL" if a is None else str(a) for a in attempts) + "}",
+        "delays": number_array([float(d) for d in delays])}).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
 def snooze_batch(conn: psycopg.Connection, worker_id: str, outcomes: Sequence[Outcome]) -> set[int]:
     """running -> queued later for snoozed runs (`raise Snooze(seconds)`), the claim's attempt given back;
     fenced like every ack (this worker, this run, still running), so a late result of a reaped run never
     touches the newer run. The ids written (a missing id lost its lease, as in ack_batch)."""
-    rows = conn.execute(JOBS_RUNNING_SQL.snooze_batch, {"worker_id": worker_id, "ids": [o.job_id for o in outcomes],
-                                                  "attempts": [o.attempt for o in outcomes],
-                                                  "delays": [float(o.delay) for o in outcomes]}).fetchall()
-    return {row[0] for row in rows}
+    given_back = _give_back(conn, worker_id, [o.job_id for o in outcomes], [o.attempt for o in outcomes],
+                            [o.delay for o in outcomes], [True] * len(outcomes))
+    return {job_id for job_id, _ in given_back}
 
 
 def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: str,
@@ -312,25 +332,45 @@ def complete_statement(worker_id: str, job_id: int, attempt: int, *, history: st
 
 def release_own(conn: psycopg.Connection, worker_id: str, ids: Sequence[int]) -> list[int]:
     """running -> queued now, for this worker's unfinished jobs at graceful shutdown."""
+    given_back = _give_back(conn, worker_id, ids, [None] * len(ids), [0.0] * len(ids), [False] * len(ids))
+    return [job_id for job_id, _ in given_back]
+
+
+def release_lost_handoffs(conn: psycopg.Connection, worker_id: str, known: Collection[int],
+                          age: float) -> list[tuple[int, str]]:
+    """running -> queued now for jobs running under `worker_id` for over `age` s that it does not know of:
+    handed to it by the insert trigger and never received (features/handoff.py). That run never started,
+    so its attempt is given back. (id, queue) of each."""
+    lost = [r[0] for r in conn.execute(JOBS_RUNNING_SQL.lost_handoffs,
+                                       {"worker_id": worker_id, "age": age, "known": list(known)})]
+    return _give_back(conn, worker_id, lost, [None] * len(lost), [0.0] * len(lost), [False] * len(lost))
+
+
+def _lease_lost(conn: psycopg.Connection, ids: Sequence[int],
+                actors: Sequence[str | None]) -> list[tuple[int, str, str]]:
+    """running -> queued, or dead on the last attempt, per row: an expired lease (actor None, re-checked)
+    or an operator's release (core/sql/jobs_operator.sql lease_lost). (id, queue, new status) of each."""
     if not ids:
         return []
-    rows = conn.execute(JOBS_RUNNING_SQL.release_own, {"ids": number_array(ids), "worker_id": worker_id}).fetchall()
-    return [row[0] for row in rows]
+    rows = conn.execute(JOBS_OPERATOR_SQL.lease_lost, {"ids": list(ids), "actors": list(actors)}).fetchall()
+    return [(r[0], r[1], str(r[2])) for r in rows]
 
 
 def reap_expired(conn: psycopg.Connection, limit: int = 1000) -> list[tuple[int, str, str]]:
     """running with an expired lease -> queued, or dead on the last attempt. Returns (id, queue, status)."""
-    rows = conn.execute(JOBS_OPERATOR_SQL.reap_expired, {"limit": limit}).fetchall()
+    with conn.transaction():  # the expired rows stay locked (SKIP LOCKED for other reapers) until moved
+        expired = [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.expired_leases, {"limit": limit})]
+        rows = _lease_lost(conn, expired, [None] * len(expired))
     if rows:
         conn.execute(STATS_SQL.reaped_stats, {"queues": [r[1] for r in rows]})
-    return [(r[0], r[1], str(r[2])) for r in rows]
+    return rows
 
 
 def release_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[tuple[int, str, str]]:
     """Operator: running -> queued (or dead on the last attempt) without waiting for the lease."""
-    rows = conn.execute(JOBS_OPERATOR_SQL.release_running, {"ids": list(ids), "actor": actor}).fetchall()
-    _notify(conn, [r[1] for r in rows if str(r[2]) == JobStatus.QUEUED])
-    return [(r[0], r[1], str(r[2])) for r in rows]
+    rows = _lease_lost(conn, list(ids), [actor] * len(ids))
+    _notify(conn, [r[1] for r in rows if r[2] == JobStatus.QUEUED])
+    return rows
 
 
 def retry_finished(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
@@ -355,6 +395,41 @@ def run_now(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
     rows = conn.execute(JOBS_OPERATOR_SQL.run_now, {"ids": list(ids)}).fetchall()
     _notify(conn, [r[1] for r in rows])
     return [r[0] for r in rows]
+
+
+def request_cancel(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
+    """Operator: ask running jobs' handlers to stop (features/cancel.py); the ids that were running."""
+    return [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.request_cancel, {"ids": list(ids), "actor": actor})]
+
+
+def write_dead_payload(conn: psycopg.Connection, job_id: int, payload: Any) -> bool:
+    """Operator: a dead job's new payload (features/payload_edit.py, which retries it next); False if not dead."""
+    return conn.execute(JOBS_OPERATOR_SQL.write_dead_payload, {"id": job_id, "new": Jsonb(payload)}).rowcount == 1
+
+
+def settle_parents(conn: psycopg.Connection, ids: Sequence[int], states: Sequence[str],
+                   heads: Sequence[str | None]) -> None:
+    """Workflow repair: settle final parents the normal path missed (releases or ends their dependents)."""
+    conn.execute(WORKFLOW_REPAIR_SQL.settle, {"ids": list(ids), "states": list(states),
+                                              "batches": [None] * len(ids), "heads": list(heads)})
+
+
+def recount_waiting(conn: psycopg.Connection, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """Workflow repair: waiting jobs' open edges recounted, those with none queued. (id, queue, status)."""
+    rows = conn.execute(WORKFLOW_REPAIR_SQL.recount_waiting, {"ids": list(ids)}).fetchall()
+    _notify(conn, [r[1] for r in rows if r[2] == JobStatus.QUEUED])
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def recount_batch(conn: psycopg.Connection, batch_id: int) -> None:
+    """Workflow repair: a batch's counters recounted from its members, then called back if that made it done."""
+    conn.execute(WORKFLOW_REPAIR_SQL.recount_batch, {"batch": batch_id}).fetchall()
+
+
+def call_back_batch(conn: psycopg.Connection, batch_id: int) -> bool:
+    """Workflow repair: enqueue a done batch's callbacks if it has not yet; True if it did now."""
+    row = conn.execute(WORKFLOW_REPAIR_SQL.call_back, {"batch": batch_id}).fetchone()
+    return bool(row and row[0])
 
 
 def pause_queue(conn: psycopg.Connection, queue: str, actor: str) -> bool:
@@ -417,27 +492,29 @@ def job_detail(conn: psycopg.Connection, job_id: int) -> dict[str, Any] | None:
 
 def retry_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
     """Operator: dead/failed -> queued for every job `flt` covers, in batches of `batch` ids."""
-    return _bulk_matching(conn, JOBS_MATCHING_SQL.retry_matching_batch, flt, batch, notify=True)
+    return _bulk_matching(conn, retry_finished, flt, batch)
 
 
 def purge_matching(conn: psycopg.Connection, flt: FinishedFilter, batch: int = 1000) -> int:
     """Operator: delete every dead/failed job `flt` covers, in batches of `batch` ids."""
-    return _bulk_matching(conn, JOBS_MATCHING_SQL.purge_matching_batch, flt, batch, notify=False)
+    return _bulk_matching(conn, purge_finished, flt, batch)
 
 
-def _bulk_matching(conn: psycopg.Connection, sql: str, flt: FinishedFilter, batch: int, *, notify: bool) -> int:
-    # Each batch is its own short statement (the pool's connections are autocommit), so a
-    # 100,000-job purge never holds one huge transaction or locks the whole set at once.
+def _bulk_matching(conn: psycopg.Connection, change: Callable[[psycopg.Connection, Sequence[int]], list[int]],
+                   flt: FinishedFilter, batch: int) -> int:
+    # Each batch is its own short transaction (the pool's connections are autocommit), so a 100,000-job
+    # purge never holds one huge transaction or locks the whole set at once; the batch's ids stay locked
+    # from their selection to their change, which is the same statement as for chosen ids.
     params = flt.params()
     after, total = 0, 0
     while True:
-        rows = conn.execute(sql, {**params, "after": after, "limit": batch}).fetchall()
-        total += len(rows)
-        if notify:
-            _notify(conn, [r[1] for r in rows])
-        if len(rows) < batch:
+        with conn.transaction():
+            ids = [r[0] for r in conn.execute(JOBS_MATCHING_SQL.finished_matching_batch,
+                                              {**params, "after": after, "limit": batch})]
+            total += len(change(conn, ids)) if ids else 0
+        if len(ids) < batch:
             return total
-        after = max(r[0] for r in rows)
+        after = max(ids)
 
 
 def _notify(conn: psycopg.Connection, queues: Sequence[str]) -> None:

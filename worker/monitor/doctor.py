@@ -14,13 +14,11 @@ from typing import Any
 
 import psycopg
 
+from skiplock.core import state_changes
 from skiplock.core.plumbing.config import Settings, load_settings
-from skiplock.core.sql import queries
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor import why
 from skiplock.monitor.metrics import QUEUES_WITH_STATUS, sum_histograms
-
-JOBS_CLAIM_SQL = queries("jobs_claim")
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MAX_XACT_AGE = 60.0  # seconds: a transaction older than this holds back vacuum long enough to matter
@@ -65,9 +63,9 @@ def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def _claim_plan(conn: psycopg.Connection, queues: list[str], limit: int) -> list[dict[str, Any]]:
     params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor",
               "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "limited": []}
-    row = conn.execute("EXPLAIN (FORMAT JSON) " + JOBS_CLAIM_SQL.claim, params).fetchone()
-    assert row is not None
-    return [n for n in _plan_nodes(row[0][0]["Plan"]) if n.get("Relation Name") == "jobs"]
+    plan = state_changes.claim_plan(conn, params)
+    assert plan is not None
+    return [n for n in _plan_nodes(plan[0]["Plan"]) if n.get("Relation Name") == "jobs"]
 
 
 def _describe(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

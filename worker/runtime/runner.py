@@ -18,7 +18,6 @@ At a stop, worker/runtime/shutdown.py lets running handlers finish, acks, and re
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -32,13 +31,13 @@ from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
 from skiplock.core.errors import ConfigError, SchemaMissing
+from skiplock.core.features import worker_rows
 from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import is_connection_error, make_pool, session_settings
 from skiplock.core.registry import REGISTRY, Registry, Task
-from skiplock.core.sql import queries
 from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
@@ -62,8 +61,6 @@ from skiplock.services.recurring_defs import DEFINITIONS
 from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 from skiplock.services.workflow_sweeper import WorkflowSweeper
-
-WORKERS_SQL = queries("workers")
 
 log = logging.getLogger("skiplock.worker")
 
@@ -308,16 +305,15 @@ class Worker:
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
         with self.pool.connection() as conn:
-            ordered = conn.execute(WORKERS_SQL.worker_upsert, {
-                "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
+            ordered = worker_rows.heartbeat(
+                conn, self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
-                "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
-                "in_flight": len(self.held.running_ids()), "task_versions": json.dumps(self.flow.versions())})
+                concurrency=sum(lane.slots for lane in self.lanes), in_flight=len(self.held.running_ids()),
+                task_versions=self.flow.versions())
             self.latency.save(conn, self.worker_id)
             self.run_times.save(conn, self.worker_id)
-        row = ordered.fetchone()
-        if row and row[0]:
-            self._obey(str(row[0]), str(row[1]))
+        if ordered:
+            self._obey(*ordered)
 
     def _obey(self, command: str, who: str) -> None:
         """An operator's command from the console (worker/core/features/worker_control.py), read with the heartbeat."""

@@ -16,15 +16,11 @@ from typing import Any, Protocol
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
-from skiplock.core.features import handoff
-from skiplock.core.sql import queries
+from skiplock.core.features import handoff, worker_rows
 from skiplock.runtime.executor import Executor, first_line
 from skiplock.runtime.lanes import ASYNC
 from skiplock.runtime.listener import Listener
 from skiplock.runtime.parts import WorkerParts
-
-WAITERS_SQL = queries("waiters")
-WORKERS_SQL = queries("workers")
 
 log = logging.getLogger("skiplock.worker")
 
@@ -177,7 +173,6 @@ class Shutdown:
         assert pool is not None
         try:
             with pool.connection() as conn:
-                conn.execute(WAITERS_SQL.waiter_unregister, {"id": self.worker_id})
-                conn.execute(WORKERS_SQL.worker_delete, {"id": self.worker_id})
+                worker_rows.remove(conn, self.worker_id)
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)

@@ -7,10 +7,7 @@ import logging
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
-from skiplock.core.features import waiting
-from skiplock.core.sql import queries
-
-WORKERS_SQL = queries("workers")
+from skiplock.core.features import waiting, worker_rows
 
 log = logging.getLogger("skiplock.reaper")
 
@@ -34,7 +31,7 @@ class Reaper:
                 reaped.extend(rows)
                 if len(rows) < self.batch:
                     break
-            conn.execute(WORKERS_SQL.worker_prune_stale, {"older_than": STALE_WORKER_SECONDS})
+            worker_rows.prune_stale(conn, STALE_WORKER_SECONDS)
             # a crashed worker's waiter rows would make every producer NOTIFY for nobody
             waiting.prune_gone(conn)
         for job_id, queue, status in reaped:

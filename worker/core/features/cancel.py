@@ -37,7 +37,7 @@ class CancelResult(NamedTuple):
 def request_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
     """Operator: ask these running jobs' handlers to stop (the transition table's cancel-running);
     the ids of those that were running. Each job stays running until its handler ends, then fails."""
-    return [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.request_cancel, {"ids": list(ids), "actor": actor})]
+    return state_changes.request_cancel(conn, ids, actor)
 
 
 def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelResult:

@@ -20,10 +20,8 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.sql import queries
+from skiplock.core import state_changes
 from skiplock.core.state_changes import ClaimedJob
-
-JOBS_RUNNING_SQL = queries("jobs_running")
 
 HANDOFF_CHANNEL = "skiplock_handoff"
 HANDOFF_LOCK_CLASS = 1936418927  # advisory lock namespace of listener keys ('skho'; migration 020)
@@ -63,9 +61,7 @@ def _timestamp(text: str | None) -> datetime | None:
 def release_lost(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],
                  age: float = LOST_AFTER_SECONDS) -> list[tuple[int, str]]:
     """Release jobs running under `worker_id` for more than `age` s that it does not know of."""
-    rows = conn.execute(JOBS_RUNNING_SQL.release_lost_handoffs,
-                        {"worker_id": worker_id, "age": age, "known": list(known)}).fetchall()
-    return [(int(r[0]), str(r[1])) for r in rows]
+    return state_changes.release_lost_handoffs(conn, worker_id, known, age)
 
 
 def release_unreceived(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],

@@ -20,66 +20,24 @@ SELECT count(*) FROM (
             OR last_error ILIKE %(text)s::text)
      LIMIT %(cap)s) AS m
 
--- name: retry_matching_batch
--- One bounded batch of "retry all matching": the next %(limit)s matching ids after %(after)s,
--- locked (SKIP LOCKED: a row another operator is changing right now is left to them), then the
--- same transition as retry_finished. Walking by id guarantees progress and a bounded statement.
-WITH batch AS (
-    SELECT id FROM jobs
-     WHERE status = %(status)s::job_status
-       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-       AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
-       AND (%(error)s::text IS NULL
-            OR coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\n', 1), 200)) = %(error)s::text)
-       AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
-            OR last_error ILIKE %(text)s::text)
-       AND id > %(after)s
-     ORDER BY id
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
-), retried AS (
-    UPDATE jobs j
-       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL,
-           worker_id = NULL, lease_until = NULL
-      FROM batch
-     WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
-    RETURNING j.id, j.queue, %(status)s::text AS old
-), reopened AS MATERIALIZED (
-    SELECT CASE WHEN pg_sequence_last_value('skiplock_linked') IS NOT NULL
-                THEN skiplock_reopen(ARRAY(SELECT id FROM retried ORDER BY id),
-                                     ARRAY(SELECT old::text FROM retried ORDER BY id)) END AS n
-)
-SELECT id, queue FROM retried, reopened
-
--- name: purge_matching_batch
--- One bounded batch of "purge all matching" (walked like retry_matching_batch), each job leaving its
--- tombstone in job_results like purge_finished's.
-WITH batch AS (
-    SELECT id FROM jobs
-     WHERE status = %(status)s::job_status
-       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-       AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
-       AND (%(error)s::text IS NULL
-            OR coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\n', 1), 200)) = %(error)s::text)
-       AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
-            OR last_error ILIKE %(text)s::text)
-       AND id > %(after)s
-     ORDER BY id
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
-), purged AS (
-    DELETE FROM jobs j
-     USING batch
-     WHERE j.id = batch.id AND j.status IN ('dead', 'failed')
-    RETURNING j.id, j.queue, j.status, j.error_headline
-), tombstones AS (
-    INSERT INTO job_results (job_id, state, error)
-    SELECT id, status, error_headline FROM purged
-    ON CONFLICT (job_id) DO NOTHING
-)
-SELECT id, queue FROM purged
+-- name: finished_matching_batch
+-- One bounded batch of "retry / purge all matching": the next %(limit)s matching ids after %(after)s,
+-- locked for the caller's transaction (SKIP LOCKED: a row another operator is changing right now is
+-- left to them), then retried by retry_finished or purged by purge_finished. Walking by id guarantees
+-- progress and bounded statements.
+SELECT id FROM jobs
+ WHERE status = %(status)s::job_status
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+   AND (%(until)s::timestamptz IS NULL OR finished_at <= %(until)s::timestamptz)
+   AND (%(error)s::text IS NULL
+        OR coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\n', 1), 200)) = %(error)s::text)
+   AND (%(text)s::text IS NULL OR unique_key ILIKE %(text)s::text OR payload::text ILIKE %(text)s::text
+        OR last_error ILIKE %(text)s::text)
+   AND id > %(after)s
+ ORDER BY id
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
 
 -- name: list_finished_matching
 -- The newest %(limit)s finished jobs the filter covers, for `skiplock jobs list` (reads only).

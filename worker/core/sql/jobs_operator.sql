@@ -6,62 +6,46 @@
 -- enqueued later still learn that the job ended dead or failed (a job gone without one is taken as
 -- succeeded, history mode delete).
 
--- name: reap_expired
--- Running jobs whose lease expired (crashed or frozen worker) go back to queued, or to dead when
--- that run was their last attempt. One guarded statement; the lease check is repeated in the
--- UPDATE so a heartbeat that lands meanwhile wins. Also used by an operator's "release".
-WITH expired AS (
-    SELECT id FROM jobs
-     WHERE status = 'running' AND lease_until < now()
-     ORDER BY lease_until
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
-), reaped AS (
-UPDATE jobs j
-   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
-                     ELSE 'queued'::job_status END,
-       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-       last_error = concat_ws(E'\n', 'lease expired: worker ' || j.worker_id
-                              || ' stopped heartbeating during attempt ' || j.attempts, j.last_error),
-       -- skiplock's own annotation is the headline of this attempt; its group names the cause
-       error_headline = 'lease expired: worker ' || j.worker_id || ' stopped heartbeating',
-       error_group = 'lease expired: a worker stopped heartbeating',
-       worker_id = NULL,
-       lease_until = NULL,
-       run_at = now()
-  FROM expired
- WHERE j.id = expired.id AND j.status = 'running' AND j.lease_until < now()
-RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
-), finals AS MATERIALIZED (
-    SELECT id, status AS state, batch_id, error_headline AS head FROM reaped WHERE status = 'dead'
-), settled AS MATERIALIZED (
-    SELECT CASE WHEN pg_sequence_last_value('skiplock_linked') IS NOT NULL
-                THEN skiplock_settle(ARRAY(SELECT id FROM finals ORDER BY id),
-                                     ARRAY(SELECT state::text FROM finals ORDER BY id),
-                                     ARRAY(SELECT batch_id FROM finals ORDER BY id),
-                                     ARRAY(SELECT head FROM finals ORDER BY id)) END AS n
-)
-SELECT id, queue, status FROM reaped, settled
+-- name: expired_leases
+-- Running jobs whose lease expired (a crashed or frozen worker), oldest first, locked for the reaper's
+-- transaction (SKIP LOCKED: another reaper takes the others): lease_lost then moves them.
+SELECT id FROM jobs
+ WHERE status = 'running' AND lease_until < now()
+ ORDER BY lease_until
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
 
--- name: release_running
--- Operator release of chosen running jobs: the same transition as the reaper, without waiting
--- for the lease to expire.
-WITH released AS (
-UPDATE jobs j
-   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
-                     ELSE 'queued'::job_status END,
-       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-       last_error = concat_ws(E'\n', 'released by ' || %(actor)s || ' from worker ' || j.worker_id
-                              || ' during attempt ' || j.attempts, j.last_error),
-       error_headline = 'released by ' || %(actor)s || ' from worker ' || j.worker_id,
-       error_group = 'released by an operator',
-       worker_id = NULL,
-       lease_until = NULL,
-       run_at = now()
- WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'running'
-RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
+-- name: lease_lost
+-- running -> queued, or dead when that run was the job's last attempt, per row: a lease that expired
+-- (the reaper: %(actors)s NULL) or an operator's release (the actor named) that does not wait for the
+-- lease. An expired lease is re-checked here, so a heartbeat that landed meanwhile wins. skiplock's own
+-- annotation is the headline of this attempt, its group names the cause, and last_error keeps it above
+-- the run's own error. Dead jobs settle their dependents and batches.
+WITH lost AS (
+    UPDATE jobs j
+       SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead'::job_status
+                         ELSE 'queued'::job_status END,
+           finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+           last_error = concat_ws(E'\n',
+                                  CASE WHEN v.actor IS NULL
+                                       THEN 'lease expired: worker ' || j.worker_id
+                                            || ' stopped heartbeating during attempt ' || j.attempts
+                                       ELSE 'released by ' || v.actor || ' from worker ' || j.worker_id
+                                            || ' during attempt ' || j.attempts END,
+                                  j.last_error),
+           error_headline = CASE WHEN v.actor IS NULL
+                                 THEN 'lease expired: worker ' || j.worker_id || ' stopped heartbeating'
+                                 ELSE 'released by ' || v.actor || ' from worker ' || j.worker_id END,
+           error_group = CASE WHEN v.actor IS NULL THEN 'lease expired: a worker stopped heartbeating'
+                              ELSE 'released by an operator' END,
+           worker_id = NULL,
+           lease_until = NULL,
+           run_at = now()
+      FROM unnest(%(ids)s::bigint[], %(actors)s::text[]) AS v(id, actor)
+     WHERE j.id = v.id AND j.status = 'running' AND (v.actor IS NOT NULL OR j.lease_until < now())
+    RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
 ), finals AS MATERIALIZED (
-    SELECT id, status AS state, batch_id, error_headline AS head FROM released WHERE status = 'dead'
+    SELECT id, status AS state, batch_id, error_headline AS head FROM lost WHERE status = 'dead'
 ), settled AS MATERIALIZED (
     SELECT CASE WHEN pg_sequence_last_value('skiplock_linked') IS NOT NULL
                 THEN skiplock_settle(ARRAY(SELECT id FROM finals ORDER BY id),
@@ -69,10 +53,11 @@ RETURNING j.id, j.queue, j.status, j.batch_id, j.error_headline
                                      ARRAY(SELECT batch_id FROM finals ORDER BY id),
                                      ARRAY(SELECT head FROM finals ORDER BY id)) END AS n
 )
-SELECT id, queue, status FROM released, settled
+SELECT id, queue, status FROM lost, settled
 
 -- name: retry_finished
--- Retry dead or failed jobs: back to queued now with a fresh attempt budget.
+-- Retry dead or failed jobs: back to queued now with a fresh attempt budget (an operator's chosen jobs,
+-- a batch of "retry all matching", a workflow's root causes, an edited payload's job).
 WITH before AS (
     SELECT id, status AS old FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed') FOR UPDATE
 ), retried AS (
@@ -90,7 +75,8 @@ WITH before AS (
 SELECT id, queue FROM retried, reopened
 
 -- name: purge_finished
--- Purge dead or failed jobs for good, each leaving its tombstone.
+-- Purge dead or failed jobs for good, each leaving its tombstone (chosen ones, or a batch of "purge all
+-- matching").
 WITH purged AS (
     DELETE FROM jobs
      WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('dead', 'failed')

@@ -58,44 +58,34 @@ UPDATE jobs j
                            OFFSET 0) f
  WHERE j.ctid = f.ctid
 
--- name: snooze_batch
--- Snoozed runs back to queued later, the claim's attempt given back (state_changes.snooze_batch); fenced.
+-- name: give_back
+-- running -> queued with the claim's attempt given back, per row: a snooze (`raise Snooze(seconds)`:
+-- queued %(delays)s later, its snooze counted), a graceful shutdown's release of this worker's unfinished
+-- jobs (the interrupted run was the deploy, not the job), and a hand-off this worker never received (that
+-- run never started). Fenced like the ack: this worker, still running, and, where the row's attempt is
+-- given (a snooze: a result of that run), that attempt, so a late result of a reaped run never touches
+-- the newer run. Returns the ids written, with their queues.
 UPDATE jobs j
    SET status = 'queued',
        run_at = now() + make_interval(secs => v.delay),
        attempts = greatest(j.attempts - 1, 0),
-       snooze_count = coalesce(j.snooze_count, 0) + 1,
+       snooze_count = CASE WHEN v.snoozed THEN coalesce(j.snooze_count, 0) + 1 ELSE j.snooze_count END,
        worker_id = NULL,
        lease_until = NULL
-  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(delays)s::float8[]) AS v(id, attempt, delay)
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(delays)s::float8[], %(snoozed)s::bool[])
+           AS v(id, attempt, delay, snoozed)
        CROSS JOIN LATERAL (SELECT x.ctid FROM jobs x
-                            WHERE x.id = v.id AND x.attempts = v.attempt AND x.worker_id = %(worker_id)s AND x.status::text = 'running'
+                            WHERE x.id = v.id AND (v.attempt IS NULL OR x.attempts = v.attempt)
+                              AND x.worker_id = %(worker_id)s AND x.status::text = 'running'
                            OFFSET 0) f
  WHERE j.ctid = f.ctid
-RETURNING j.id
+RETURNING j.id, j.queue
 
--- name: release_own
--- Graceful shutdown: hand this worker's unfinished jobs back at once. The interrupted run is
--- not counted against the job (it was the deploy, not the job), so attempts goes back down.
--- Its rows are found like the heartbeat's (by id, through `f`).
-UPDATE jobs j
-   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
-       attempts = greatest(j.attempts - 1, 0)
-  FROM unnest(%(ids)s::bigint[]) AS v(id)
-       CROSS JOIN LATERAL (SELECT x.ctid FROM jobs x
-                            WHERE x.id = v.id AND x.worker_id = %(worker_id)s AND x.status::text = 'running'
-                           OFFSET 0) f
- WHERE j.ctid = f.ctid
-RETURNING j.id
-
--- name: release_lost_handoffs
+-- name: lost_handoffs
 -- The jobs handed to this worker by the insert trigger that it never received (features/handoff.py):
--- back to queued, that run not counted (it never started). Running jobs are few, and this runs only
--- after a listener reconnect or at a stop.
-UPDATE jobs j
-   SET status = 'queued', worker_id = NULL, lease_until = NULL, run_at = now(),
-       attempts = greatest(j.attempts - 1, 0)
+-- running under its id for more than %(age)s seconds, yet not among the jobs it knows. give_back
+-- returns them. Running jobs are few, and this runs only after a listener reconnect or at a stop.
+SELECT j.id FROM jobs j
  WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
    AND j.started_at < now() - make_interval(secs => %(age)s)
    AND NOT (j.id = ANY(%(known)s::bigint[]))
-RETURNING j.id, j.queue

@@ -77,6 +77,11 @@ class JobInfo:
         return self.state in FINAL_STATES
 
 
+def prune_watchers(conn: Any, older_than: float) -> None:
+    """The pruner's part: wait() registrations left by processes that died while waiting."""
+    conn.execute(WORKFLOWS_SQL.prune_watchers, {"older_than": older_than})
+
+
 def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
     """A handler's return value as (JSON text to store, None), or (None, why it was not stored).
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from skiplock.core import state_changes
 from skiplock.core.sql import queries
 
-JOBS_OPERATOR_SQL = queries("jobs_operator")
 REPAIR_SQL = queries("workflow_repair")
 
 GRACE_SECONDS = 10.0  # younger waiting jobs / batches are left to the transaction that is making them
@@ -64,25 +64,21 @@ def repair(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
     if parents:
         ids = sorted(parents)
         with conn.transaction():
-            conn.execute(REPAIR_SQL.settle, {"ids": ids, "states": [parents[i][0] for i in ids],
-                                              "batches": [None] * len(ids), "heads": [parents[i][1] for i in ids]})
+            state_changes.settle_parents(conn, ids, [parents[i][0] for i in ids], [parents[i][1] for i in ids])
         sweep.stranded_parents = ids
     miscounted = [r[0] for r in conn.execute(REPAIR_SQL.miscounted_waiting, {"grace": grace, "limit": BATCH})]
     if miscounted:
-        with conn.transaction():
-            fixed = conn.execute(REPAIR_SQL.recount_waiting, {"ids": miscounted}).fetchall()
-            released = sorted({r[1] for r in fixed if r[2] == "queued"})
-            if released:
-                conn.execute(JOBS_OPERATOR_SQL.notify_queues, {"queues": released})
+        with conn.transaction():  # the released jobs' queues are woken in it
+            fixed = state_changes.recount_waiting(conn, miscounted)
         sweep.recounted_jobs = [r[0] for r in fixed]
     miscounted_batches = conn.execute(REPAIR_SQL.miscounted_batches, {"grace": grace, "limit": BATCH}).fetchall()
     for batch_id, *_counts in miscounted_batches:
         with conn.transaction():
-            conn.execute(REPAIR_SQL.recount_batch, {"batch": batch_id}).fetchall()
+            state_changes.recount_batch(conn, batch_id)
         sweep.recounted_batches.append(batch_id)
     for (batch_id,) in conn.execute(REPAIR_SQL.uncalled_batches, {"limit": BATCH}).fetchall():
         with conn.transaction():
-            row = conn.execute(REPAIR_SQL.call_back, {"batch": batch_id}).fetchone()
-        if row and row[0]:
+            called_back = state_changes.call_back_batch(conn, batch_id)
+        if called_back:
             sweep.called_back.append(batch_id)
     return sweep
