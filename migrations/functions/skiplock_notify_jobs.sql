@@ -15,6 +15,8 @@
 -- payload version) or no such worker takes every token and notifies, as before.
 -- A worker only ever learns that its tokens were taken from a NOTIFY addressed to it (the hand-off,
 -- or the '' of the path below), so a worker left registered is registered: its rows are still there.
+--
+-- writes jobs: yes, because the insert trigger hands a transaction's one job to a waiting worker (running)
 
 CREATE OR REPLACE FUNCTION skiplock_notify_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $$
