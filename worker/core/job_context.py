@@ -2,7 +2,7 @@
 
 Its own module, above the producer and the task table: it completes the run in the handler's transaction,
 reads the job's parents, batch and cancel request, and reports progress, so it needs the statements, the
-producer's pool and the workflow modules, none of which may import the task table's module back (issue 37).
+producer's pool and the workflow modules, none of which may import the task table's module back.
 """
 
 from __future__ import annotations

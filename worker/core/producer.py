@@ -92,7 +92,7 @@ class JobSpec(NamedTuple):
     run_at: datetime | None
     unique_key: str | None
     max_attempts: int
-    lock_key: str | None = None  # at most one job per key runs at a time (issue 15)
+    lock_key: str | None = None  # at most one job per key runs at a time
     tenant: str | None = None  # claims take a queue's tenants round-robin
     version: int = 1  # the payload's version: the task's @task(version=...) unless given
 

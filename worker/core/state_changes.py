@@ -43,10 +43,9 @@ CLAIM_RACE_RETRIES = 3  # claims again after losing a lock-key race; past this, 
 def number_array(values: Sequence[int] | Sequence[float]) -> str:
     """Numbers as a PostgreSQL array literal, for a `%s::bigint[]`, `::int[]` or `::float8[]` parameter.
 
-    psycopg dumps a list element by element in Python (a regex check per element for quoting):
-    ~1 us each, so ~90 us of the ~200 us of client CPU an ack of 100 jobs cost, on the worker's
-    hot path. Numbers need no quoting and str.join runs in C; the server parses the literal
-    through the statement's cast.
+    psycopg dumps a list element by element in Python (a regex check per element for quoting): close
+    to half of an ack's client CPU, on the worker's hot path. Numbers need no quoting and str.join runs
+    in C; the server parses the literal through the statement's cast.
     """
     return "{" + ",".join(map(str, values)) + "}"
 
@@ -56,19 +55,17 @@ def claim_session(conn: psycopg.Connection) -> None:
 
     Bitmap scans off. The claim's LIMIT is a column of its `wanted` CTE, so the planner assumes a
     tenth of a queue's ready jobs will be read, and on a big table whose queues are interleaved
-    (5,000,000 kept rows, 4 queues: tests/benchmarks/growth.py) it chose a bitmap scan of every
-    ready job and a sort over the ordered walk of jobs_ready_idx that stops after the batch: each
-    claim of 50 read all 25,000-40,000 ready rows, 0.4-0.55 s instead of ~2 ms (EXPLAIN ANALYZE).
-    Without bitmap scans the ordered index walk is the cheapest plan left; a claim has no use for
-    a bitmap scan.
+    (tests/benchmarks/growth.py) it chose a bitmap scan of every ready job and a sort over the
+    ordered walk of jobs_ready_idx that stops after the batch: each claim read every ready row
+    (EXPLAIN ANALYZE). Without bitmap scans the ordered index walk is the cheapest plan left; a
+    claim has no use for a bitmap scan.
 
     Sequential scans and sorts off. The planner sizes jobs by its statistics' rows per page times
     its pages now. Right after a vacuum that found the queue empty (no live rows on a heap no vacuum
     truncates, migration 021) it believes jobs empty whatever arrives next, until the next ANALYZE,
     and every plan of a table "of one row" costs about the same. It then picked, for every claim:
-    - a hash join of the claimed ids against a sequential scan of all of jobs (at 11,500 jobs/s in
-      issue 19's latency curve, a ~2 s stall of every worker with PostgreSQL busy, right after an
-      autovacuum);
+    - a hash join of the claimed ids against a sequential scan of all of jobs (under load, a stall
+      of every worker with PostgreSQL busy, right after an autovacuum);
     - a walk of all of jobs_unique_inflight (every queued and running job) and a sort, instead of
       the ordered walk of jobs_ready_idx that stops after the batch.
     The claim reads jobs by jobs_ready_idx (or jobs_tenant_ready_idx), in their order, and by
@@ -77,16 +74,15 @@ def claim_session(conn: psycopg.Connection) -> None:
     adds the same to every plan's cost and only the needless one decides). tests/integration/test_claim_plan.py.
     Those settings give every claim plan a cost far past jit_above_cost, so JIT is turned off here
     too (every pooled connection has it off already, db.session_defaults): a connection set up with
-    these settings alone compiled each claim for ~1.4 s.
+    these settings alone compiled each claim, for far longer than the claim ran.
 
     A generic plan, always. Left to choose, PostgreSQL kept making a custom plan for every claim
-    (201 plans in 200 claims, 1.1-1.9 ms of planning beside ~1 ms of execution; pg_stat_statements,
-    tests/benchmarks/growth.py), because the generic plan's estimate, made without the LIMIT's
-    value, looks dearer. With the settings above (and the claimed ids reached by `id = ANY`, see
-    jobs_claim.sql) the generic plan is the same index walk, and an ANALYZE or vacuum of jobs
-    invalidates it, so it is re-made from fresh statistics. The claim's p50 from a 1,000,000-job
-    backlog went from 2.6-2.8 to 1.2-1.6 ms. Session 9 tried this alone and one run of three
-    collapsed from its start; it was the first plan above, made generic while jobs looked empty
+    (planning longer than execution; pg_stat_statements, tests/benchmarks/growth.py), because the
+    generic plan's estimate, made without the LIMIT's value, looks dearer. With the settings above
+    (and the claimed ids reached by `id = ANY`, see jobs_claim.sql) the generic plan is the same index
+    walk, and an ANALYZE or vacuum of jobs invalidates it, so it is re-made from fresh statistics
+    (docs/benchmarks has the claim's latencies). A generic plan alone, without those settings, once
+    collapsed a run from its start: it was the first plan above, made generic while jobs looked empty
     (auto_explain in the collapsed run: every claim walked all of jobs_pkey).
     """
     conn.execute("SET enable_bitmapscan = off")
@@ -104,18 +100,16 @@ def row_writes_session(conn: psycopg.Connection) -> None:
     A generic plan, always. psycopg prepares a statement on its 6th run on a connection; PostgreSQL
     then plans it for each call's values 5 times, and after that whenever such a custom plan is
     estimated cheaper than the generic one, as an ack of a few jobs is (the generic plan counts on
-    10 ids per array). Every pooled connection planned the ack ~11 times before settling: 77-88 plans
-    in 160-320 acks of a 20,000-job drain of two workers (pg_stat_statements, issue 19), 0.7-1.9 ms
-    each against 1.7-2.4 ms of execution. These statements find each row by a probe per id whatever
-    the values, so a plan made for the values buys nothing.
+    10 ids per array). Every pooled connection planned the ack many times before settling, each plan
+    costing nearly what its execution did (pg_stat_statements). These statements find each row by a
+    probe per id whatever the values, so a plan made for the values buys nothing.
 
     No sequential scans. A plan kept for the connection's life must not depend on how big jobs
     was when it was made. Made while jobs was nearly empty (a vacuum between bursts), the cheapest
     plan scans it for every id, and keeps scanning once a backlog arrives until the next ANALYZE:
-    PostgreSQL's own choice settled on such a plan after 60 single-job acks, and a burst of 20,000
-    after them drained at 700-2,100 jobs/s, an ack taking up to 3.8 s (6,100-7,200 jobs/s with these
-    settings). With sequential scans off only the probes by primary key and by ctid are left, at any
-    size (tests/integration/test_ack_plan.py).
+    PostgreSQL's own choice settled on such a plan after a few dozen single-job acks, and a burst
+    after them drained several times slower, an ack taking seconds. With sequential scans off only
+    the probes by primary key and by ctid are left, at any size (tests/integration/test_ack_plan.py).
     """
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_seqscan = off")
@@ -272,7 +266,7 @@ def ack_batch_with_keys(
 # Every failed attempt's error, kept on the job (jobs.attempt_errors, migration 012): a bounded JSON array,
 # newest last, of the last KEEP_ATTEMPTS failed runs, each {attempt, worker, started, at, duration_ms, error}
 # with the error cut to ERROR_CHARS. `started` is the run's claim (jobs.started_at, still this run's while its
-# failure is written; entries written before issue 36 lack it), `at` the ack. last_error stays as it is for
+# failure is written; older entries may lack it), `at` the ack. last_error stays as it is for
 # SQL users. Runs whose lease expired (a crash) are not listed: the reaper's text in last_error says so.
 KEEP_ATTEMPTS = 20
 ERROR_CHARS = 2000

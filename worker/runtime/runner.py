@@ -197,8 +197,8 @@ class Worker:
         # The claim loop's own connection, whose claims commit without waiting for their WAL flush:
         # a claim lost in a server crash puts its jobs back to queued, where they run again, as
         # at-least-once allows for anything in flight at a crash; the flush of the next durable
-        # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
-        # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
+        # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup's claim
+        # (alternating runs with and without it).
         # Like every pooled connection it runs with JIT off (db.session_defaults), and without bitmap
         # scans (state_changes.claim_session). Behind PgBouncer in transaction mode a session setting would leak
         # to other clients' transactions, so there (db.session_settings) claims stay synchronous and

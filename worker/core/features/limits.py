@@ -1,4 +1,4 @@
-"""Global per-queue limits (issue 15): most running at once, and claims per second.
+"""Global per-queue limits: most running at once, and claims per second.
 
 The limits live in queue_limits, one row per limited queue, and are enforced by the claim itself
 (worker/core/sql/jobs_claim.sql, and skiplock_limit_allowances of migration 018), for all

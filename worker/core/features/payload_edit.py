@@ -1,4 +1,4 @@
-"""Edit a dead job's payload, then retry it (issue 36: "edit before retry").
+"""Edit a dead job's payload, then retry it ("edit before retry").
 
 One transaction: lock the job, check it is still the dead job with the payload the operator saw
 (compare-and-set on its status and on a digest of that payload), keep the original payload in
