@@ -9,7 +9,8 @@
 --   queue it could not lock (another claim holds it), or one the caller did not name, is left out of
 --   this claim: never claimed past its limit.
 -- - head: per queue, a LATERAL walk of jobs_ready_idx in (priority DESC, run_at, id) order with SKIP
---   LOCKED. A job of a newer version than the worker knows is passed over (left for a newer worker).
+--   LOCKED, of the rows skiplock_claimable() passes (queued, due, of a payload version the worker knows:
+--   a newer one is left for a newer worker).
 --   A job with a lock_key is passed over while its key has a running job (a probe of
 --   jobs_lock_key_running) or while another claim in flight holds the key's transaction-scoped
 --   advisory lock (taken here: two concurrent claims skip each other).
@@ -49,8 +50,9 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = wanted.queue AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= wanted.version
+           WHERE j.queue = wanted.queue
+             -- queued, due, and a payload version this worker knows (inlined: migrations/functions/)
+             AND skiplock_claimable(j.status, j.run_at, j.version, wanted.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
@@ -77,8 +79,8 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = h.queue AND j.tenant = h.tenant AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= w.version
+           WHERE j.queue = h.queue AND j.tenant = h.tenant
+             AND skiplock_claimable(j.status, j.run_at, j.version, w.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
@@ -166,8 +168,9 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = wanted.queue AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= wanted.version
+           WHERE j.queue = wanted.queue
+             -- queued, due, and a payload version this worker knows (inlined: migrations/functions/)
+             AND skiplock_claimable(j.status, j.run_at, j.version, wanted.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
@@ -194,8 +197,8 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = h.queue AND j.tenant = h.tenant AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= w.version
+           WHERE j.queue = h.queue AND j.tenant = h.tenant
+             AND skiplock_claimable(j.status, j.run_at, j.version, w.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
@@ -283,8 +286,9 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = wanted.queue AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= wanted.version
+           WHERE j.queue = wanted.queue
+             -- queued, due, and a payload version this worker knows (inlined: migrations/functions/)
+             AND skiplock_claimable(j.status, j.run_at, j.version, wanted.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
@@ -311,8 +315,8 @@ WITH allowances AS MATERIALIZED (
       CROSS JOIN LATERAL (
           SELECT j.id, j.queue, j.priority, j.run_at, j.lock_key, j.tenant
             FROM jobs j
-           WHERE j.queue = h.queue AND j.tenant = h.tenant AND j.status = 'queued' AND j.run_at <= now()
-             AND j.version <= w.version
+           WHERE j.queue = h.queue AND j.tenant = h.tenant
+             AND skiplock_claimable(j.status, j.run_at, j.version, w.version)
              AND (j.lock_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM jobs r
                                    WHERE r.lock_key = j.lock_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
