@@ -119,6 +119,16 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_claimable(public.job_status, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_claimable(p_status public.job_status, p_run_at timestamp with time zone, p_version integer, p_known_version integer) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT p_status = 'queued' AND p_run_at <= now() AND p_version <= p_known_version
+$$;
+
+--
 -- Name: skiplock_count_batch_members(bigint[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -242,9 +252,9 @@ BEGIN
     BEGIN
         last_id := currval('jobs_id_seq');
         -- no row lock needed: nobody else sees this transaction's row before it commits
-        SELECT j.id, j.queue, j.version, j.payload::text AS body INTO job
+        SELECT j.id, j.queue, j.status, j.run_at, j.version, j.payload::text AS body INTO job
           FROM jobs j
-         WHERE j.id = last_id AND j.status = 'queued' AND j.run_at <= now() AND j.created_at = now()
+         WHERE j.id = last_id AND j.created_at = now()
            AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
            AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
            AND NOT EXISTS (SELECT 1 FROM queue_limits l
@@ -263,7 +273,8 @@ BEGIN
             SELECT q.worker_id, q.lease INTO handed_to, lease
               FROM queue_waiters q
              WHERE q.queue = job.queue AND q.listen_key IS NOT NULL AND q.lease IS NOT NULL
-               AND coalesce(job.version, 1) <= coalesce(q.version, 1)
+               -- "claimable now" for this waiter: the claim's own definition (skiplock_claimable.sql)
+               AND skiplock_claimable(job.status, job.run_at, job.version, coalesce(q.version, 1))
                AND NOT pg_try_advisory_xact_lock(1936418927, q.listen_key)
              ORDER BY q.since
              LIMIT 1

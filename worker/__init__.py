@@ -47,7 +47,7 @@ from skiplock.services.recurring_defs import recurring
 
 # The exceptions a handler raises are named by their public path: a worker's log line, a job's
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they
-# happen to live in (which moved once already, in the layering of issue 18).
+# happen to live in (which moved once already, when the layers became sub-packages).
 for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
                 SkiplockError, Snooze, JobFailed, JobNotFound, ResultNotReady, ResultTooLarge):
     _public.__module__ = __name__

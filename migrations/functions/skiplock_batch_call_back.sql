@@ -4,6 +4,8 @@
 --
 -- Call a batch back if it is done: sealed, nothing pending, not called back yet. The one place that
 -- inserts callbacks (the settle above, the seal at the end of the enqueuing block, the sweeper).
+--
+-- writes jobs: yes, because a done batch's callbacks are jobs, and it inserts them
 CREATE OR REPLACE FUNCTION skiplock_batch_call_back(p_batch bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE

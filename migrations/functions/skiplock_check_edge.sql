@@ -5,6 +5,8 @@
 -- At the child's COMMIT, each new edge looks at its parent once more, under FOR SHARE. A parent that
 -- is final (or gone) now is settled here; one that is not cannot finish before this commit (its ack
 -- waits for the lock), and its settle, whose queries take fresh snapshots, then sees this edge.
+--
+-- writes jobs: yes, through skiplock_settle: a parent already final at the child's commit releases or ends it
 CREATE OR REPLACE FUNCTION skiplock_check_edge() RETURNS trigger
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

@@ -5,6 +5,8 @@
 -- The workflow a child joins (its first parent's, else that parent itself), after checking that every
 -- parent is a job that exists or existed. A parent id past the id sequence can only be a mistake, or
 -- the child itself or a later job: either could close a cycle. Sets the linked flag.
+--
+-- writes jobs: no
 CREATE OR REPLACE FUNCTION skiplock_check_parents(p_parents bigint[]) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE

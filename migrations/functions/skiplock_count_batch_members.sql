@@ -4,6 +4,8 @@
 --
 -- Members that reached a final state, counted into their batches; the batch whose last member this
 -- was (and whose enqueuing block has ended) calls back: exactly once, under the batch row's lock.
+--
+-- writes jobs: yes, through skiplock_batch_call_back: a batch's last member inserts its callbacks
 CREATE OR REPLACE FUNCTION skiplock_count_batch_members(p_ids bigint[], p_states text[], p_batches bigint[])
 RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

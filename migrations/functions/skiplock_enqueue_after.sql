@@ -4,6 +4,8 @@
 --
 -- The SQL-only producer's enqueue of a dependent job (see the workflows guide): one call, one job,
 -- the same rules as enqueue(depends_on=...). Returns the new job's id.
+--
+-- writes jobs: yes, because it is the SQL-only producer's insert of a dependent job
 CREATE OR REPLACE FUNCTION skiplock_enqueue_after(p_queue text, p_payload jsonb, p_parents bigint[],
                                                   p_on_dependency_failure text DEFAULT NULL,
                                                   p_priority int DEFAULT 0) RETURNS bigint

@@ -18,6 +18,8 @@
 -- Plain index scans, not bitmap ones: a bitmap scan neither uses nor sets the index's dead-entry
 -- hints, so between vacuums it also visits every job that has run since the last one (20,287
 -- entries, 5 ms after one 20,000-job drain, measured); enable_bitmapscan = off for this function.
+--
+-- writes jobs: no
 CREATE OR REPLACE FUNCTION skiplock_limit_allowances(p_queues text[], p_limit int)
 RETURNS TABLE (queue text, allow int)
 LANGUAGE plpgsql VOLATILE

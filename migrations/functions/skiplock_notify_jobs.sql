@@ -15,6 +15,8 @@
 -- payload version) or no such worker takes every token and notifies, as before.
 -- A worker only ever learns that its tokens were taken from a NOTIFY addressed to it (the hand-off,
 -- or the '' of the path below), so a worker left registered is registered: its rows are still there.
+--
+-- writes jobs: yes, because the insert trigger hands a transaction's one job to a waiting worker (running)
 
 CREATE OR REPLACE FUNCTION skiplock_notify_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -48,9 +50,9 @@ BEGIN
     BEGIN
         last_id := currval('jobs_id_seq');
         -- no row lock needed: nobody else sees this transaction's row before it commits
-        SELECT j.id, j.queue, j.version, j.payload::text AS body INTO job
+        SELECT j.id, j.queue, j.status, j.run_at, j.version, j.payload::text AS body INTO job
           FROM jobs j
-         WHERE j.id = last_id AND j.status = 'queued' AND j.run_at <= now() AND j.created_at = now()
+         WHERE j.id = last_id AND j.created_at = now()
            AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
            AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
            AND NOT EXISTS (SELECT 1 FROM queue_limits l
@@ -69,7 +71,8 @@ BEGIN
             SELECT q.worker_id, q.lease INTO handed_to, lease
               FROM queue_waiters q
              WHERE q.queue = job.queue AND q.listen_key IS NOT NULL AND q.lease IS NOT NULL
-               AND coalesce(job.version, 1) <= coalesce(q.version, 1)
+               -- "claimable now" for this waiter: the claim's own definition (skiplock_claimable.sql)
+               AND skiplock_claimable(job.status, job.run_at, job.version, coalesce(q.version, 1))
                AND NOT pg_try_advisory_xact_lock(1936418927, q.listen_key)
              ORDER BY q.since
              LIMIT 1

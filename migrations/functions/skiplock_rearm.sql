@@ -4,6 +4,8 @@
 --
 -- A job with parents that was just put back to queued by a retry: it waits for its open parents,
 -- or ends at once when a parent it needs ended badly (retry that parent instead).
+--
+-- writes jobs: yes, because a retried job with parents waits again, or ends at once when a parent it needs failed
 CREATE OR REPLACE FUNCTION skiplock_rearm(p_ids bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

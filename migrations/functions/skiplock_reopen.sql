@@ -8,6 +8,8 @@
 -- so children still waiting count it again and children that ended only because of it wait again
 -- (transitively); its batch counts it as pending again (a batch that already called back never
 -- calls back twice).
+--
+-- writes jobs: yes, because a retry re-opens what the job had settled: its dependents wait or queue again
 CREATE OR REPLACE FUNCTION skiplock_reopen(p_ids bigint[], p_old_states text[]) RETURNS int
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

@@ -12,6 +12,8 @@
 -- have no statistics yet (autovacuum behind, or off), and with none the planner scanned all of it
 -- for each edge (10,000 commit-time checks of a fan-in job took 71 s); every statement here has an
 -- index that answers it.
+--
+-- writes jobs: yes, because a final parent releases its waiting dependents or ends them with it
 CREATE OR REPLACE FUNCTION skiplock_settle(p_ids bigint[], p_states text[], p_batches bigint[], p_heads text[])
 RETURNS int LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

@@ -4,6 +4,8 @@
 -- `cap` of them. A function rather than a recursive CTE in the claim: PL/pgSQL keeps these small
 -- plans for the session, while the CTE doubled the claim's planning time (~1.4 of ~2.5 ms here),
 -- paid by every claim until its prepared statement switches to a generic plan.
+--
+-- writes jobs: no
 CREATE OR REPLACE FUNCTION skiplock_tenant_hops(q text, after text, cap int) RETURNS SETOF text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE

@@ -91,7 +91,7 @@ class Producer(threading.Thread):
         self.enqueued = 0
 
     def run(self) -> None:
-        from skiplock.core.statements import ENQUEUE_MANY
+        from skiplock.core.sql import queries
 
         with psycopg.connect(self.url, autocommit=True, application_name="skiplock-soak-producer") as conn:
             while not self.stop.is_set():
@@ -102,7 +102,7 @@ class Producer(threading.Thread):
                     self.stop.wait(0.05)  # the backlog is full enough; look again shortly
                     continue
                 n = min(missing, 1000)
-                conn.execute(ENQUEUE_MANY, {"queues": [QUEUE] * n, "payloads": ['{"n": 1}'] * n,
+                conn.execute(queries("jobs_enqueue").enqueue_many, {"queues": [QUEUE] * n, "payloads": ['{"n": 1}'] * n,
                                             "priorities": [0] * n, "run_ats": [None] * n,
                                             "unique_keys": [None] * n, "max_attempts": [20] * n})
                 self.enqueued += n

@@ -53,7 +53,7 @@ def test_row_writes_are_planned_once_as_probes_by_id_even_on_a_nearly_empty_jobs
             nulls = ", ".join(["NULL"] * parameters)
             plan = "\n".join(r[0] for r in rows.execute(f"EXPLAIN (COSTS off) EXECUTE {name}({nulls})"))
             assert "Seq Scan" not in plan, plan
-            # each id found through the primary key, then its row touched by ctid (statements._own_rows)
+            # each id found through the primary key, then its row touched by ctid (`f`, core/sql/jobs_running.sql)
             assert "Index Scan using jobs_pkey on jobs x" in plan and "Tid Scan on jobs j" in plan, plan
 
 

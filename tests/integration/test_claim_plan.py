@@ -16,7 +16,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.plumbing.db import session_defaults
 from skiplock.runtime.claimer import claims_commit_async
 from skiplock.tools import bench_seed
@@ -75,6 +75,10 @@ def test_claims_reach_jobs_by_index_after_a_vacuum_of_a_nearly_empty_queue(db_ur
     for plan in plans:
         assert "Seq Scan on jobs" not in plan, plan
         assert "Index Scan using jobs_ready_idx on jobs j" in plan, plan
+        # "claimable now" (migrations/functions/skiplock_claimable.sql) is inlined: its quals are the walk's
+        # own, no call of it is left (a call would hide jobs_ready_idx's predicate: a scan of all of jobs)
+        nodes = "\n".join(line for line in plan.splitlines() if "Query Text:" not in line)
+        assert "skiplock_claimable" not in nodes and "(status = 'queued'::job_status)" in nodes, plan
         # the claimed ids by key: a plan made while jobs looked empty walked all of jobs_pkey
         # per claim instead (335 ms per claim of 50 here; PostgreSQL 15, generic plan)
         assert _pkey_scans(plan) and all("Index Cond: (id = ANY" in scan for scan in _pkey_scans(plan)), plan
@@ -93,27 +97,3 @@ def test_without_those_settings_postgresql_did_read_jobs_whole(db_url, conn):
         claims.execute("LOAD 'auto_explain'")
         plans = _explained_claims(claims, 2)
     assert any("Seq Scan on jobs" in plan or "Index Scan using jobs_unique_inflight" in plan for plan in plans), plans
-
-
-@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_PAYLOAD_TEXT", "CLAIM_LEAN_TEXT"])
-def test_each_claim_statement_fits_psycopgs_query_cache(name: str) -> None:
-    # psycopg re-parses the placeholders of a longer text on every execute (statements.compact): ~40 us
-    # of a worker's CPU per claim. A claim grown past the limit fails here, not in a benchmark.
-    from psycopg import _queries  # the limit is psycopg's own, not a public name
-
-    statement = getattr(statements, name)
-    assert len(statement) <= _queries.MAX_CACHED_STATEMENT_LENGTH, (name, len(statement))
-    assert "--" not in statement and "\n" not in statement
-
-
-def test_compact_keeps_the_statement() -> None:
-    statement = """
-    SELECT a.id, ( 1 + 2 ) AS three  -- a comment
-      FROM t a
-     WHERE a.x <= %(x)s AND a.s = 'queued'   -- another
-    """
-    assert statements.compact(statement) == "SELECT a.id,(1 + 2)AS three FROM t a WHERE a.x<=%(x)s AND a.s='queued'"
-    with pytest.raises(ValueError, match="quoted string"):
-        statements.compact("SELECT 'a, b' -- squeezed, the string would lose its space")
-    with pytest.raises(ValueError, match="quoted string"):
-        statements.compact("SELECT 'a--b'")  # the comment's removal would cut the string

@@ -1,6 +1,6 @@
 """"Claimable now" is written three times; this test holds the three to one answer (issue 37).
 
-- the claim (core/statements.py CLAIM, through state_changes.claim): does a worker's claim take the job?
+- the claim (core/sql/jobs_claim.sql, through state_changes.claim): does a worker's claim take the job?
 - the insert trigger's hand-off (migrations/functions/skiplock_notify_jobs.sql): is the new job handed
   to the idle worker that waits on its queue?
 - "why isn't it running" (monitor/why.py): does it name a reason that holds the job back?

@@ -212,8 +212,8 @@ def test_pooled_connections_never_jit_compile_the_claim(db_url, monkeypatch):
     """A claim from a big backlog is costed past jit_above_cost; compiling it took seconds (issue 19
     part 3, tests/benchmarks/growth.py). Every pooled skiplock connection runs with JIT off, except
     behind a transaction-pooling PgBouncer, where a session setting would leak to other clients."""
-    from skiplock.core import statements
     from skiplock.core.plumbing.db import make_pool
+    from skiplock.core.sql import queries
 
     with psycopg.connect(db_url, autocommit=True) as c:
         if not scalar(c, "SELECT pg_jit_available()"):
@@ -226,7 +226,8 @@ def test_pooled_connections_never_jit_compile_the_claim(db_url, monkeypatch):
     try:
         with pool.connection() as conn, conn.transaction(force_rollback=True):
             conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would be compiled if JIT were on
-            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + statements.CLAIM_LEAN_TEXT, params))
+            explain = "EXPLAIN (ANALYZE) " + queries("jobs_claim").claim_lean_text
+            plan = "\n".join(r[0] for r in conn.execute(explain, params))
             assert scalar(conn, "SHOW jit") == "off"
         assert "JIT" not in plan, plan
     finally:

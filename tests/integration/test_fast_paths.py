@@ -9,10 +9,14 @@ import psycopg
 import pytest
 
 from skiplock import enqueue_many
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.producer import COPY_THRESHOLD
+from skiplock.core.sql import queries
 from skiplock.runtime.executor import SuccessLogBudget
 from tests.support.helpers import scalar, wait_for, worker_pool_settings
+
+JOBS_ACK_SQL = queries("jobs_ack")
+JOBS_RUNNING_SQL = queries("jobs_running")
 
 
 def test_copy_bulk_enqueue_returns_ids_in_order_with_defaults(conn):
@@ -104,7 +108,7 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
     # fence written as `status = 'running'` then walked all of the running-jobs index per ack (seconds
     # per ack in the seed recipe). Statistics of an empty table (a backlog enqueued since)
     # made it scan the table per ack instead, or join the batch against a whole-index scan.
-    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/statements.py).
+    # Every ack and heartbeat must find each row by a primary-key probe (worker/core/sql/jobs_running.sql).
     # a database of its own: the statistics made here must not steer other tests' plans
     with psycopg.connect(fresh_db_url, autocommit=True) as conn:
         if analyzed == "while_empty":
@@ -119,9 +123,10 @@ def test_ack_and_heartbeat_find_rows_by_primary_key_even_with_stale_statistics(f
                "err_status": ["queued"], "err_delay": [1.0], "err_text": ["x"],
                "err_headline": ["x"], "err_group": ["x"], "res_ids": ids[:1], "res_values": ["{\"n\": 1}"],
                "res_errors": [None]}
-        for statement, params in ((statements.ACK_BATCH, ack), (statements.ACK_BATCH_KEEP, ack),
-                                  (statements.HEARTBEAT, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
-                                  (statements.RELEASE_OWN, {"worker_id": "w1", "ids": ids})):
+        for statement, params in ((JOBS_ACK_SQL.ack_batch, ack), (JOBS_ACK_SQL.ack_batch_keep, ack),
+                                  (JOBS_RUNNING_SQL.heartbeat, {"worker_id": "w1", "ids": ids, "leases": [30.0] * 200}),
+                                  (JOBS_RUNNING_SQL.give_back, {"worker_id": "w1", "ids": ids, "attempts": [None] * 200,
+                                                                "delays": [0.0] * 200, "snoozed": [False] * 200})):
             plan = _plan(conn, statement, params)
             assert "jobs_running_idx" not in plan and "jobs_lease_idx" not in plan, plan
             assert "Seq Scan" not in plan, plan

@@ -107,7 +107,8 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
     """The listener's connection is not pooled, so the pools' session defaults never ran on it: its
     claims from a 1,000,000-job backlog JIT-compiled for ~2 s each (perf, tests/benchmarks/growth.py).
     The listener the worker builds sets JIT off, and the claim's plan settings, on its connection."""
-    from skiplock.core import state_changes, statements
+    from skiplock.core import state_changes
+    from skiplock.core.sql import queries
 
     worker = _worker("lj")
     listener = worker.claimer.new_listener(worker.wake)
@@ -126,6 +127,6 @@ def test_the_listener_connection_never_jit_compiles_the_claim(db_url: str) -> No
         with listener_conn.transaction(force_rollback=True):
             listener_conn.execute("SET LOCAL jit_above_cost = 0")  # any statement would compile if JIT were on
             plan = "\n".join(r[0] for r in listener_conn.execute(
-                "EXPLAIN (ANALYZE) " + statements.CLAIM_LEAN_TEXT, params))
+                "EXPLAIN (ANALYZE) " + queries("jobs_claim").claim_lean_text, params))
         assert "JIT" not in plan, plan
         assert worker.claimer.on_notify(listener_conn) is True  # and the worker's own claim runs on it

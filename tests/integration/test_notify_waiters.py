@@ -15,12 +15,14 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import statements
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import Registry, Task
+from skiplock.core.sql import queries
 from skiplock.runtime.runner import Worker
 from tests.support.helpers import scalar, wait_for
+
+WAITERS_SQL = queries("waiters")
 
 
 def _notifications_after_insert(db_url: str, conn: Any) -> list[str]:
@@ -110,7 +112,7 @@ def test_a_killed_workers_waiter_rows_are_pruned_by_the_reaper(db_url: str, conn
 def _waiter(conn: Any, worker: str = "w1", queue: str = "t1") -> None:
     """A token as a worker writes it: the row, then (committed) the flag in front of the trigger."""
     conn.execute("INSERT INTO queue_waiters (worker_id, queue) VALUES (%s, %s)", (worker, queue))
-    conn.execute(statements.WAITING_FLAG_SET)
+    conn.execute(WAITERS_SQL.waiting_flag_set)
 
 
 def _flag_set(conn: Any) -> bool:
@@ -130,7 +132,7 @@ def _trigger_calls_of_one_insert(conn: Any) -> int:
 
 
 def test_with_no_token_the_flag_is_cleared_and_producers_run_no_trigger_function(conn: Any) -> None:
-    conn.execute(statements.WAITING_FLAG_SET)  # stale: set by a worker whose token is gone since
+    conn.execute(WAITERS_SQL.waiting_flag_set)  # stale: set by a worker whose token is gone since
     assert _trigger_calls_of_one_insert(conn) == 1  # that producer looks, finds none, clears it
     assert not _flag_set(conn)
     assert _trigger_calls_of_one_insert(conn) == 0  # the WHEN is false: no function at all

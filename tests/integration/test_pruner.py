@@ -8,10 +8,13 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.db import make_pool
+from skiplock.core.sql import queries
 from skiplock.services.pruner import Pruner
+
+JOBS_PRUNE_SQL = queries("jobs_prune")
 
 HOUR = 3600.0
 SETTINGS = load_settings(env={}, history_retention=HOUR, dead_retention=24 * HOUR)
@@ -74,7 +77,7 @@ def test_prune_statement_can_use_the_finished_index(conn):
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN " + statements.PRUNE_FINISHED.replace("%(status)s", "'succeeded'")
+            "EXPLAIN " + JOBS_PRUNE_SQL.prune_finished.replace("%(status)s", "'succeeded'")
             .replace("%(older_than)s", "3600").replace("%(limit)s", "10")).fetchall())
     assert "jobs_finished_idx" in plan
 

@@ -185,7 +185,7 @@ def test_the_core_plumbing_knows_no_feature_and_no_transition() -> None:
 CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the words and the statements: imports nothing of the package
     ("vocabulary", {"skiplock.core", "skiplock.core.errors", "skiplock.core.status", "skiplock.core.records",
-                    "skiplock.core.statements", "skiplock.core.task_defaults", "skiplock.core.backoff",
+                    "skiplock.core.task_defaults", "skiplock.core.backoff",
                     "skiplock.core.error_summary", "skiplock.core.sql"}),
     ("plumbing/", set()),
     # the queue itself: the transitions (the ack writes a failure's attempts and a snooze), the task table,
@@ -305,7 +305,7 @@ def test_the_console_does_not_import_the_command_line() -> None:
 
 
 def test_only_the_queue_core_writes_jobs() -> None:
-    """One database boundary: the statements a running system writes `jobs` with live in core/statements.py,
+    """One database boundary: the statements a running system writes `jobs` with live in core/sql/*.sql,
     the core's features' too; the console, the CLI, the benchmark and the runtime call the core's functions
     (issue 18). The benchmarks' bulk seeding (rows no running system makes) is the benchmark tools' (issue 37)."""
     import re
@@ -314,4 +314,4 @@ def test_only_the_queue_core_writes_jobs() -> None:
     writes = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+jobs\b", re.I)
     writers = {str(p.relative_to(root)) for folder in ("worker", "webapp") for p in (root / folder).rglob("*.py")
                if writes.search(p.read_text())}
-    assert writers == {"worker/core/statements.py", "worker/tools/bench_seed.py"}, writers
+    assert writers == {"worker/tools/bench_seed.py"}, writers

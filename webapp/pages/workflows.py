@@ -14,13 +14,15 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
-from skiplock.core import statements as core_queries
+from skiplock.core.sql import queries
 from skiplock.core.workflows import workflow_ops
 from skiplock.core.workflows.results import FINAL_STATES
 from skiplock.webapp import db, filters
 from skiplock.webapp.queries import workflow_queries as wq
 from skiplock.webapp.shared import dag, workflow_structure
 from skiplock.webapp.web import audit, page
+
+WORKFLOWS_SQL = queries("workflows")
 
 bp = Blueprint("workflows", __name__, url_prefix="/workflows")
 
@@ -104,8 +106,8 @@ def _plan(conn: psycopg.Connection, root: int) -> dict[str, int]:
         row = conn.execute(f"SELECT count(*) FROM ({sql}) s", {"workflow": root}).fetchone()
         return int(row[0]) if row else 0
 
-    return {"unstarted": count(core_queries.WORKFLOW_UNSTARTED), "running": count(core_queries.WORKFLOW_RUNNING),
-            "dead": count(core_queries.WORKFLOW_DEAD_ROOT_CAUSES),
+    return {"unstarted": count(WORKFLOWS_SQL.workflow_unstarted), "running": count(WORKFLOWS_SQL.workflow_running),
+            "dead": count(WORKFLOWS_SQL.workflow_dead_root_causes),
             "ended_by_dependency": count(wq.WORKFLOW_ENDED_BY_DEPENDENCY)}
 
 

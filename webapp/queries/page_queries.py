@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from skiplock.core import statements as _core_queries
+from skiplock.core.error_summary import GROUP_SQL, HEADLINE_SQL
 from skiplock.core.features.run_times import BOUNDS as _RUN_TIME_BOUNDS
+from skiplock.core.sql import queries
 
 # Every queue worth an overview row: queues with queued or dead jobs (loose index scans that
 # jump from one queue name to the next instead of reading every row), running jobs, paused
@@ -162,7 +163,7 @@ NOW = "SELECT now()"
 
 _JOB_COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,
        lease_until, attempts, max_attempts, unique_key, worker_id, lock_key, tenant, version,
-       {_core_queries.ERROR_LINE} AS error_line, left(payload::text, 200) AS payload_head"""
+       {HEADLINE_SQL} AS error_line, left(payload::text, 200) AS payload_head"""
 
 # Filters shared by the list statements: one id, and text in unique_key/payload/last_error.
 _ID_FILTER = "AND (%(id)s::bigint IS NULL OR id = %(id)s::bigint)"
@@ -348,7 +349,7 @@ SELECT s.name, r.fire_at, r.job_id, r.manual, j.status::text AS status, j.error_
 # whether the groups cover the whole window.
 DEAD_GROUPS = f"""
 WITH recent AS (
-    SELECT queue, {_core_queries.ERROR_GROUP} AS error, {_core_queries.ERROR_LINE} AS headline, finished_at
+    SELECT queue, {GROUP_SQL} AS error, {HEADLINE_SQL} AS headline, finished_at
       FROM jobs
      WHERE status = %(status)s::job_status
        AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
@@ -392,13 +393,7 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, com
 
 # Dead (or failed) jobs matching the bulk-action filter, newest first, after the cursor. The same
 # WHERE as the core's "all matching" actions, so the list shows exactly what a bulk action covers.
-FINISHED_MATCH_LIST = f"""
-SELECT {_JOB_COLUMNS}, left(last_error, %(error_chars)s) AS error_text FROM jobs
- WHERE {_core_queries.FINISHED_MATCH}
-   AND (%(c_id)s::bigint IS NULL OR (finished_at, id) < (%(c_time)s::timestamptz, %(c_id)s::bigint))
- ORDER BY finished_at DESC, id DESC
- LIMIT %(limit)s
-"""
+FINISHED_MATCH_LIST = queries("jobs_matching").list_finished_matching_page
 
 # Whether workers skip this queue.
 IS_PAUSED = "SELECT EXISTS (SELECT 1 FROM paused_queues WHERE queue = %(queue)s)"

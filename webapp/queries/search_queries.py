@@ -23,7 +23,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from skiplock.core import statements as _core_queries
+from skiplock.core.error_summary import HEADLINE_SQL
 from skiplock.core.status import JobStatus
 from skiplock.webapp.filters import like
 from skiplock.webapp.shared.search_filter import SearchFilter
@@ -34,7 +34,7 @@ RECENT_WINDOW = 20_000
 
 COLUMNS = f"""id, queue, status::text, priority, run_at, created_at, started_at, finished_at,
        lease_until, attempts, max_attempts, unique_key, worker_id, lock_key, tenant, version,
-       {_core_queries.ERROR_LINE} AS error_line, left(payload::text, 200) AS payload_head"""
+       {HEADLINE_SQL} AS error_line, left(payload::text, 200) AS payload_head"""
 
 # Each filter's fragment; a fragment is used only when its value is given (never formatted in).
 _FRAGMENTS = {

@@ -25,6 +25,11 @@ from __future__ import annotations
 import re
 
 MAX_HEADLINE = 300
+# The same two in SQL, for the console's reads of jobs (rows stored before the columns fall back on
+# last_error's first line, cut to 200 characters). core/sql/jobs_matching.sql writes them out in its
+# statements; tests/unit/test_sql_files.py holds those copies to these texts.
+HEADLINE_SQL = "coalesce(error_headline, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
+GROUP_SQL = "coalesce(error_group, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200))"
 _TRACEBACK = "Traceback (most recent call last):"
 
 # Words that end in digits but name a thing, not an instance: never masked as "prefix + id".

@@ -2,7 +2,7 @@
 
 Its own module, above the producer and the task table: it completes the run in the handler's transaction,
 reads the job's parents, batch and cancel request, and reports progress, so it needs the statements, the
-producer's pool and the workflow modules, none of which may import the task table's module back (issue 37).
+producer's pool and the workflow modules, none of which may import the task table's module back.
 """
 
 from __future__ import annotations
@@ -12,15 +12,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.errors import Cancelled, JobOwnershipLost
 from skiplock.core.features import progress
 from skiplock.core.features.cancel import is_requested
 from skiplock.core.plumbing import adapters
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.producer import default_pool
+from skiplock.core.sql import queries
 from skiplock.core.workflows.batches import BatchInfo
 from skiplock.core.workflows.results import encode_result
+
+WORKFLOWS_SQL = queries("workflows")
 
 
 @dataclass(frozen=True)
@@ -107,14 +110,14 @@ class JobContext:
 
     def _parents(self) -> list[tuple[int, str, Any]]:
         if not self._cache.get("parents"):
-            self._cache["parents"] = _read(statements.PARENTS_OF, {"job": self.id})
+            self._cache["parents"] = _read(WORKFLOWS_SQL.parents_of, {"job": self.id})
         return self._cache["parents"]
 
     @property
     def batch(self) -> BatchInfo | None:
         """The batch this job belongs to, or calls back for: a BatchInfo (id, total, succeeded, dead,
         cancelled, pending) read now; None when it has none."""
-        rows = _read(statements.BATCH_OF_JOB, {"job": self.id})
+        rows = _read(WORKFLOWS_SQL.batch_of_job, {"job": self.id})
         return BatchInfo.from_row(rows[0]) if rows else None
 
     def check_cancelled(self) -> None:

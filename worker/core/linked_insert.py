@@ -1,6 +1,6 @@
 """The linked insert: jobs written with their parents (`depends_on`) and, for a batch, its membership.
 
-A linked job is written by one statement (statements.ENQUEUE_LINKED) that also writes its edges and
+A linked job is written by one statement (enqueue_linked, in core/sql/workflows.sql) that also writes its edges and
 counts it into its batch, so an autocommit connection cannot keep half of it. Everything a caller
 can get wrong is checked first and raises EnqueueError before anything is written; unknown parent
 ids are looked up with a read-only query, so the caller's transaction stays usable. What happens
@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from skiplock.core import statements
 from skiplock.core.errors import EnqueueError
+from skiplock.core.sql import queries
+
+WORKFLOWS_SQL = queries("workflows")
 
 # What a dependent does when a parent ends dead or cancelled: end with it (the default) or run anyway.
 DEPENDENCY_POLICIES = ("dead", "run")
@@ -71,8 +73,8 @@ def insert_linked(execute: Execute, specs: Sequence[Any], parents: Sequence[Sequ
     """Insert validated JobSpecs, each with its parents and policy, optionally into `batch`; their ids."""
     wanted = _all_parents(parents)
     if wanted:
-        _refuse_unknown(execute(statements.UNKNOWN_PARENTS, {"parents": wanted}))
-    rows = execute(statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))
+        _refuse_unknown(execute(WORKFLOWS_SQL.unknown_parents, {"parents": wanted}))
+    rows = execute(WORKFLOWS_SQL.enqueue_linked, linked_params(specs, parents, policies, batch))
     return _checked_ids([row[0] for row in rows], specs, batch)
 
 
@@ -81,8 +83,8 @@ async def insert_linked_async(execute: AsyncExecute, specs: Sequence[Any], paren
     """insert_linked for asyncio: `execute` awaits each statement (the async producer's)."""
     wanted = _all_parents(parents)
     if wanted:
-        _refuse_unknown(await execute(statements.UNKNOWN_PARENTS, {"parents": wanted}))
-    rows = await execute(statements.ENQUEUE_LINKED, linked_params(specs, parents, policies, batch))
+        _refuse_unknown(await execute(WORKFLOWS_SQL.unknown_parents, {"parents": wanted}))
+    rows = await execute(WORKFLOWS_SQL.enqueue_linked, linked_params(specs, parents, policies, batch))
     return _checked_ids([row[0] for row in rows], specs, batch)
 
 

@@ -19,12 +19,25 @@ from typing import Any, NamedTuple, overload
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import linked_insert, statements, task_defaults
+from skiplock.core import linked_insert, task_defaults
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import Settings, load_settings
 from skiplock.core.plumbing.db import make_pool
 from skiplock.core.registry import REGISTRY
+from skiplock.core.sql import queries
+
+JOBS_ENQUEUE_SQL = queries("jobs_enqueue")
+# The INSERT of one job for (on_conflict, traced), with a unique_key; each is written out in jobs_enqueue.sql.
+_ENQUEUE_UNIQUE = {
+    ("ignore", False): JOBS_ENQUEUE_SQL.enqueue_unique_ignore,
+    ("ignore", True): JOBS_ENQUEUE_SQL.enqueue_unique_ignore_traced,
+    ("bump", False): JOBS_ENQUEUE_SQL.enqueue_unique_bump,
+    ("bump", True): JOBS_ENQUEUE_SQL.enqueue_unique_bump_traced,
+    ("replace", False): JOBS_ENQUEUE_SQL.enqueue_unique_replace,
+    ("replace", True): JOBS_ENQUEUE_SQL.enqueue_unique_replace_traced,
+}
+ON_CONFLICT = ("ignore", "bump", "replace")  # what a unique_key still in flight does (enqueue's docstring)
 
 MAX_QUEUE_NAME = 128
 MAX_DELAY_SECONDS = 100 * 365 * 86400  # a delay past this is a mistake, not a schedule
@@ -79,7 +92,7 @@ class JobSpec(NamedTuple):
     run_at: datetime | None
     unique_key: str | None
     max_attempts: int
-    lock_key: str | None = None  # at most one job per key runs at a time (issue 15)
+    lock_key: str | None = None  # at most one job per key runs at a time
     tenant: str | None = None  # claims take a queue's tenants round-robin
     version: int = 1  # the payload's version: the task's @task(version=...) unless given
 
@@ -366,8 +379,8 @@ def enqueue(
 def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None, on_conflict: str = "ignore",
                        **options: Any) -> tuple[str, dict[str, Any]]:
     """Validate one job and return the INSERT that enqueues it, with its parameters."""
-    if on_conflict not in statements.ON_CONFLICT:
-        raise EnqueueError(f"on_conflict must be one of {', '.join(statements.ON_CONFLICT)}, got {on_conflict!r}")
+    if on_conflict not in ON_CONFLICT:
+        raise EnqueueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, got {on_conflict!r}")
     settings = producer_settings()
     spec = build_spec(queue, payload, max_payload_bytes=settings.max_payload_bytes,
                       default_max_attempts=_default_attempts(queue, settings), **options)
@@ -376,17 +389,13 @@ def _one_job_statement(queue: str, payload: Any, trace_context: str | None = Non
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts, "lock_key": spec.lock_key,
               "tenant": spec.tenant, "version": spec.version}
-    unique = spec.unique_key is not None
-    if unique:
-        params["unique_key"] = spec.unique_key
-    if trace_context is not None:  # OpenTelemetry: the enqueuing span's context travels with the row
+    traced = trace_context is not None
+    if traced:  # OpenTelemetry: the enqueuing span's context travels with the row
         params["trace_context"] = trace_context
-        return statements.enqueue_statement(unique=unique, on_conflict=on_conflict, traced=True), params
-    if not unique:
-        return statements.ENQUEUE_PLAIN, params
-    if on_conflict == "ignore":
-        return statements.ENQUEUE, params
-    return statements.enqueue_statement(unique=True, on_conflict=on_conflict), params
+    if spec.unique_key is None:
+        return (JOBS_ENQUEUE_SQL.enqueue_plain_traced if traced else JOBS_ENQUEUE_SQL.enqueue_plain), params
+    params["unique_key"] = spec.unique_key
+    return _ENQUEUE_UNIQUE[on_conflict, traced], params
 
 
 def enqueue_many(
@@ -424,7 +433,7 @@ def enqueue_many(
             return _copy_specs(raw, specs)
         with default_pool().connection() as pooled:
             return _copy_specs(pooled, specs)
-    rows = _execute(raw, statements.ENQUEUE_MANY, _many_params(specs))
+    rows = _execute(raw, JOBS_ENQUEUE_SQL.enqueue_many, _many_params(specs))
     return [row[0] for row in rows]
 
 
@@ -570,9 +579,9 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
     statement-level NOTIFY trigger fires for COPY as for INSERT.
     """
     with adapters.tuple_cursor(conn) as cur:
-        reserved = cur.execute(statements.RESERVE_JOB_IDS, {"n": len(specs)}).fetchone()
+        reserved = cur.execute(JOBS_ENQUEUE_SQL.reserve_job_ids, {"n": len(specs)}).fetchone()
         ids: list[int] = reserved[0] if reserved else []
-        with cur.copy(statements.COPY_JOBS) as copy:
+        with cur.copy(JOBS_ENQUEUE_SQL.copy_jobs) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
                 copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts,
                                 spec.version))

@@ -19,7 +19,7 @@ from typing import Any, overload
 import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from skiplock.core import linked_insert, statements, task_defaults
+from skiplock.core import linked_insert, task_defaults
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import load_settings, validate_database_url
@@ -33,6 +33,9 @@ from skiplock.core.producer import (
     queues_of,
     unregistered_queues,
 )
+from skiplock.core.sql import queries
+
+JOBS_ENQUEUE_SQL = queries("jobs_enqueue")
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 
@@ -161,5 +164,5 @@ async def enqueue_many_async(
     specs = _many_specs(jobs)
     if not specs:
         return []
-    rows = await _execute(conn, statements.ENQUEUE_MANY, _many_params(specs))
+    rows = await _execute(conn, JOBS_ENQUEUE_SQL.enqueue_many, _many_params(specs))
     return [row[0] for row in rows]

@@ -1,7 +1,7 @@
 """`@task("emails")`: registers the decorated function as the queue's handler and returns its TaskHandle.
 
 Above the task table (core/registry.py) and the producer: the handle it returns enqueues through them
-(core/typed.py), and the table itself imports neither (issue 37 broke producer -> registry -> typed -> producer).
+(core/typed.py), and the table itself imports neither (so no loop producer -> registry -> typed -> producer).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def task(
     `async def`: the worker then awaits it on its own event loop (SKIPLOCK_ASYNC_CONCURRENCY). `lease`
     overrides the lease length for this queue. Extra keywords (e.g. `every="5m"`) are passed to
     option hooks such as recurring schedules; unknown ones are an error.
-    Flow control (issue 15): `version` and `upgrade={1: fn, ...}` version the payload (old jobs are
+    Flow control: `version` and `upgrade={1: fn, ...}` version the payload (old jobs are
     upgraded step by step before the call); `lock_key` (a string or fn(payload)) serializes jobs
     per key; `concurrency` and `rate` ("100/s", "10/m" or a number per second) are global limits.
     """

@@ -1,4 +1,4 @@
-"""@task options that travel with the job, for producers that do not import the task (issue 35, defect 10).
+"""@task options that travel with the job, for producers that do not import the task.
 
 Where each option of @task takes effect, and so whether a producer without the task module loses it:
 - written into the job at enqueue: `max_attempts`, `version`, `lock_key`. A worker writes them to the

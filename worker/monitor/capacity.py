@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 
 # Which of skiplock's statements a pg_stat_statements row is, from its SQL text (the statements of
-# worker/core/statements.py), checked in order on the lowercased text with whitespace collapsed.
+# worker/core/sql/*.sql, as sent: squeezed), checked in order on the lowercased text with whitespace collapsed.
 KINDS: list[tuple[str, re.Pattern[str]]] = [
     ("claim", re.compile(r"\bskiplock_limit_allowances\b.*\bfor update skip locked\b")),
     ("ack", re.compile(r"^with.*\berrored as\b.*\binsert\s+into\s+job_stats\b")),

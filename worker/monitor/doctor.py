@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import statements
+from skiplock.core import state_changes
 from skiplock.core.plumbing.config import Settings, load_settings
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor import why
@@ -63,9 +63,9 @@ def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def _claim_plan(conn: psycopg.Connection, queues: list[str], limit: int) -> list[dict[str, Any]]:
     params = {"queues": queues, "leases": [30.0] * len(queues), "limit": limit, "worker_id": "doctor",
               "versions": [2**31 - 1] * len(queues), "tenant_after": [None] * len(queues), "limited": []}
-    row = conn.execute("EXPLAIN (FORMAT JSON) " + statements.CLAIM, params).fetchone()
-    assert row is not None
-    return [n for n in _plan_nodes(row[0][0]["Plan"]) if n.get("Relation Name") == "jobs"]
+    plan = state_changes.claim_plan(conn, params)
+    assert plan is not None
+    return [n for n in _plan_nodes(plan[0]["Plan"]) if n.get("Relation Name") == "jobs"]
 
 
 def _describe(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

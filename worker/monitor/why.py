@@ -56,10 +56,13 @@ SELECT j.id, j.queue, j.status::text AS status, j.priority, j.run_at, j.lease_un
        l.concurrency AS limit_concurrency, l.rate AS limit_rate,
        CASE WHEN l.concurrency IS NOT NULL THEN
            (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = j.queue) END AS limit_running,
-       (SELECT max((w.task_versions ->> j.queue)::int) FROM workers w
-         WHERE w.last_seen > now() - make_interval(secs => %(live)s) AND w.task_versions ? j.queue)
-           AS worker_version
+       v.worker_version,
+       -- the row's own part of "claimable now", the claim's and the hand-off's one definition
+       -- (migrations/functions/skiplock_claimable.sql); the version as a live worker knows it
+       skiplock_claimable(j.status, j.run_at, j.version, coalesce(v.worker_version, j.version)) AS row_claimable
   FROM jobs j
+  CROSS JOIN LATERAL (SELECT max((w.task_versions ->> j.queue)::int) AS worker_version FROM workers w
+                       WHERE w.last_seen > now() - make_interval(secs => %(live)s) AND w.task_versions ? j.queue) v
   LEFT JOIN queue_limits l ON l.queue = j.queue
   LEFT JOIN paused_queues p ON p.queue = j.queue
  WHERE j.id = %(id)s
@@ -268,7 +271,9 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     if f["status"] != JobStatus.QUEUED:
         return [Reason("finished", f"It is {f['status']}: it will not run again unless it is retried.",
                        blocking=False)]
-    found = [_paused(f, queue), _scheduled(f), _no_worker(f, queue), _version(f), _lock_key(f), _limits(f),
+    # the row's own reasons (due, version) only when skiplock_claimable says the row is not claimable
+    row = [] if f["row_claimable"] else [_scheduled(f), _version(f)]
+    found = [_paused(f, queue), *row[:1], _no_worker(f, queue), *row[1:], _lock_key(f), _limits(f),
              _behind(f), _busy(f, queue)]
     return [r for r in found if r is not None]
 

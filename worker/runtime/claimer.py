@@ -38,10 +38,10 @@ LOST_HANDOFF_CHECK_SECONDS = 2.0
 # loop then waits this long before it claims again, even when the jobs it just started have finished
 # (their finish would wake it at once): the jobs that arrive meanwhile come in one claim. Claiming
 # on every finish took a few jobs per claim, and each claim and its ack cost the database as much
-# as the producers' inserts (16 pgbench producers with two workers keeping up, same machine: 8,300
-# inserts/s; with 2 / 5 / 10 / 25 ms here 9,300 / 9,250 / 9,800 / 10,100; workers that only poll
-# each second, 11,000). A job that arrives while a worker is busy waits at most this much longer; an
-# idle worker's pickup is unchanged (its claim found nothing, so it registers as a waiter instead).
+# as the producers' inserts (pgbench producers with two workers keeping up: a few milliseconds here
+# gave the producers most of what workers that only poll each second leave them). A job that arrives
+# while a worker is busy waits at most this much longer; an idle worker's pickup is unchanged (its
+# claim found nothing, so it registers as a waiter instead).
 ARRIVALS_LINGER_SECONDS = 0.005
 # A worker still running jobs shorter than this on average needs no NOTIFY: the first one to finish
 # wakes its claim loop within about this long. Registering as a waiter on each short claim would
@@ -202,9 +202,9 @@ class Claimer:
     def on_notify(self, conn: psycopg.Connection) -> bool:
         """The listener's NOTIFY: claim for each idle lane on the listener's own connection, now.
 
-        An idle pickup was ~1.6 ms from the producer's commit to the handler's start, and 1.1-1.4 ms
-        of it was the claim statement on the claim loop's connection, whose backend (and vCPU) had
-        slept since the last job: the same claim took ~0.4 ms back to back. The listener's backend
+        Most of an idle pickup, from the producer's commit to the handler's start, was the claim
+        statement on the claim loop's connection, whose backend (and vCPU) had slept since the last
+        job: the same claim took a fraction of that back to back. The listener's backend
         has just run to deliver the NOTIFY, and claiming here also saves waking the claim loop
         first. Only a lane holding nothing, and only when the claim loop is not claiming for it.
         True when it started jobs of the sync lane: their handler thread wakes the claim loop, or,
@@ -215,7 +215,7 @@ class Claimer:
             # The claim loop may be claiming for this lane now (a poll, or the claim after a finish):
             # its snapshot may predate the job this NOTIFY is about. Wait for it briefly rather than
             # leave the job to the loop's next round (a waiter registration and another claim: the
-            # 3-5 ms tail of idle pickups); a loop stuck backing off from a lost database is not waited for.
+            # tail of idle pickups); a loop stuck backing off from a lost database is not waited for.
             if not lane.claiming.acquire(timeout=NOTIFY_CLAIM_WAIT_SECONDS):
                 continue
             try:
@@ -237,8 +237,8 @@ class Claimer:
                             # the claim loop still has to look again (a backlog, or long jobs: it
                             # registers as a waiter while they run): woken by the handler thread once
                             # it has the job, so that this wake-up does not compete with the handler's
-                            # own start for the GIL (claimed -> handler start: 0.27 ms with the
-                            # listener waking the loop, 0.14 ms this way, measured)
+                            # own start for the GIL (claimed -> handler start took about half as
+                            # long this way as with the listener waking the loop, measured)
                             self.signals.wake_on_start = True
                     self._start_jobs(lane, jobs)
             finally:
@@ -300,8 +300,8 @@ def claims_commit_async(conn: Any) -> None:
 def listener_session(conn: Any) -> None:
     """The listener connection's settings. It is not pooled, so db.session_defaults does not run on
     it by itself, yet it runs the claim for an idle lane: with JIT on, each of those claims from a
-    1,000,000-job backlog compiled for ~2 s (perf: 45% of the machine in libLLVM at a drain's start,
-    tests/benchmarks/growth.py's backlog state at 0.29 of the empty table's rate). It connects to
+    big backlog was compiled for far longer than it ran (perf: libLLVM at a drain's start,
+    tests/benchmarks/growth.py's backlog state). It connects to
     the session URL, never through a pooler, so its session settings stay its own; the claim's plan
     settings follow the claim connection's (only with prepared statements, as there)."""
     session_defaults(conn)

@@ -1,6 +1,6 @@
-"""A worker's side of flow control (issue 15): what its claims pass, and payload upgrades.
+"""A worker's side of flow control: what its claims pass, and payload upgrades.
 
-The decisions themselves are the claim's, in SQL (worker/core/statements.py, _CLAIM); this keeps the few
+The decisions themselves are the claim's, in SQL (worker/core/sql/jobs_claim.sql); this keeps the few
 things a worker tells it: the newest payload version it runs per queue, where each queue's tenant
 round-robin starts next, and which of its queues are limited (so those claims lock their
 queue_limits rows first). It also upgrades an older payload before the handler sees it.
@@ -24,9 +24,9 @@ from skiplock.core.state_changes import ClaimedJob
 # How often one worker's claims include each limited queue. Including it costs every claim a call
 # of skiplock_limit_allowances (a row lock and a count) and a walk of that queue's head; a worker
 # draining a busy unlimited queue claims every millisecond or two, far more often than a limited
-# queue gains a token or a slot. Measured on the flow benchmark (pg_stat_statements, 120,000-job
-# drains beside a queue limited to 4 and 200/s): with every claim including it, the claims took
-# ~0.3 ms more each than beside the same backlog paused; at most every 10 ms, no more than paused.
+# queue gains a token or a slot. Measured on the flow benchmark (pg_stat_statements, drains beside a
+# limited queue): with every claim including it, each claim took longer than beside the same backlog
+# paused; at most every LIMITED_CLAIM_INTERVAL, no longer than paused.
 # A slot this worker frees itself (its ack written) lets the next claim include the queue at once, so
 # a concurrency-bound queue of short jobs is not slowed to one start per interval per worker.
 LIMITED_CLAIM_INTERVAL = 0.01
@@ -93,7 +93,7 @@ class WorkerFlow:
         """Move each queue's tenant cursor past the tenants this claim served.
 
         The next claim's tenant walk starts after the greatest tenant served now, so with more
-        tenants than one claim looks at (statements.TENANT_HOPS) every tenant still gets its turn.
+        tenants than one claim looks at (256, in jobs_claim.sql) every tenant still gets its turn.
         """
         served: dict[str, str] = {}
         for job in jobs:

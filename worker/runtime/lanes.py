@@ -35,10 +35,10 @@ class Lane:
     # only when it is the lane's last (not at the claim threshold), and the lane, once idle,
     # registers as a waiter before its next claim instead of after it (Claimer.run_once): the
     # claim after registering, which an idle spell needs anyway, is then its only empty claim.
-    # A batch of 100 jobs sent to two idle workers (tests/benchmarks/bursts.py) cost 7.4 claims,
-    # 2-3 of them finding jobs; with this 6.2 (pg_stat_statements), and 10-13% less CPU in the
-    # workers and in PostgreSQL per batch. A NOTIFY or the poll interval still wakes the loop, and
-    # every wake-up of the loop claims: this only drops claims that follow one that found nothing.
+    # A batch of jobs sent to two idle workers (tests/benchmarks/bursts.py) costs fewer claims this
+    # way (pg_stat_statements), and less CPU in the workers and in PostgreSQL per batch. A NOTIFY or
+    # the poll interval still wakes the loop, and every wake-up of the loop claims: this only drops
+    # claims that follow one that found nothing.
     # The listener's claim on a NOTIFY sets it too when it found fewer jobs than it asked for (it
     # left the queue empty) and they are short (Claimer.on_notify).
     found_nothing: bool = False

@@ -1,6 +1,6 @@
 """How many jobs a worker claims ahead of its free slots, and when it claims again.
 
-A claim is a round trip plus a durable commit (a WAL flush): ~1-4 ms here. Claiming only for
+A claim is a round trip plus a durable commit (a WAL flush): milliseconds. Claiming only for
 slots that are already free leaves every slot idle for that long after each batch, which with
 short handlers costs most of the throughput (seed 000's envelope assumes a slot never waits
 for a claim). So the worker keeps a small buffer of claimed jobs waiting for a slot, sized so

@@ -18,7 +18,6 @@ At a stop, worker/runtime/shutdown.py lets running handlers finish, acks, and re
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -30,8 +29,9 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.errors import ConfigError, SchemaMissing
+from skiplock.core.features import worker_rows
 from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
@@ -197,8 +197,8 @@ class Worker:
         # The claim loop's own connection, whose claims commit without waiting for their WAL flush:
         # a claim lost in a server crash puts its jobs back to queued, where they run again, as
         # at-least-once allows for anything in flight at a crash; the flush of the next durable
-        # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup
-        # (1.9-2.0 ms of claim against 0.9-1.0 without it, alternating runs on this machine).
+        # commit (an ack, an enqueue) writes it anyway. The flush was most of an idle pickup's claim
+        # (alternating runs with and without it).
         # Like every pooled connection it runs with JIT off (db.session_defaults), and without bitmap
         # scans (state_changes.claim_session). Behind PgBouncer in transaction mode a session setting would leak
         # to other clients' transactions, so there (db.session_settings) claims stay synchronous and
@@ -305,16 +305,15 @@ class Worker:
     def _refresh_worker_row(self) -> None:
         assert self.pool is not None
         with self.pool.connection() as conn:
-            ordered = conn.execute(statements.WORKER_UPSERT, {
-                "id": self.worker_id, "host": socket.gethostname(), "pid": os.getpid(),
+            ordered = worker_rows.heartbeat(
+                conn, self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
                 # slots of both kinds this worker runs (threads and async), for the console's gauges
-                "queues": self.queues, "concurrency": sum(lane.slots for lane in self.lanes),
-                "in_flight": len(self.held.running_ids()), "task_versions": json.dumps(self.flow.versions())})
+                concurrency=sum(lane.slots for lane in self.lanes), in_flight=len(self.held.running_ids()),
+                task_versions=self.flow.versions())
             self.latency.save(conn, self.worker_id)
             self.run_times.save(conn, self.worker_id)
-        row = ordered.fetchone()
-        if row and row[0]:
-            self._obey(str(row[0]), str(row[1]))
+        if ordered:
+            self._obey(*ordered)
 
     def _obey(self, command: str, who: str) -> None:
         """An operator's command from the console (worker/core/features/worker_control.py), read with the heartbeat."""

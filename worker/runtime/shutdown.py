@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
-from skiplock.core.features import handoff
+from skiplock.core import state_changes
+from skiplock.core.features import handoff, worker_rows
 from skiplock.runtime.executor import Executor, first_line
 from skiplock.runtime.lanes import ASYNC
 from skiplock.runtime.listener import Listener
@@ -173,7 +173,6 @@ class Shutdown:
         assert pool is not None
         try:
             with pool.connection() as conn:
-                conn.execute(statements.WAITER_UNREGISTER, {"id": self.worker_id})
-                conn.execute(statements.WORKER_DELETE, {"id": self.worker_id})
+                worker_rows.remove(conn, self.worker_id)
         except Exception as exc:
             log.debug("could not delete worker row: %s", exc)

@@ -8,13 +8,15 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
+from skiplock.core.workflows import results
 
 ALERTS = queries("alerts")
+
 log = logging.getLogger("skiplock.pruner")
 
 # A wait() registration older than this belongs to a process that died while waiting (wait() itself
@@ -60,7 +62,7 @@ class Pruner:
             total += self._in_batches(lambda n: state_changes.prune_stats(conn, self.settings.stats_retention, n))
             # stored results past SKIPLOCK_RESULT_TTL, and wait() registrations of processes that died
             total += self._in_batches(lambda n: state_changes.prune_results(conn, self.settings.result_ttl, n))
-            conn.execute(statements.PRUNE_WATCHERS, {"older_than": WATCHER_SECONDS})
+            results.prune_watchers(conn, WATCHER_SECONDS)
             # per-minute run times (migration 028) are kept as long as the stats they sit beside
             total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
         if total:

@@ -6,8 +6,8 @@ import logging
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes, statements
-from skiplock.core.features import waiting
+from skiplock.core import state_changes
+from skiplock.core.features import waiting, worker_rows
 
 log = logging.getLogger("skiplock.reaper")
 
@@ -31,7 +31,7 @@ class Reaper:
                 reaped.extend(rows)
                 if len(rows) < self.batch:
                     break
-            conn.execute(statements.WORKER_PRUNE_STALE, {"older_than": STALE_WORKER_SECONDS})
+            worker_rows.prune_stale(conn, STALE_WORKER_SECONDS)
             # a crashed worker's waiter rows would make every producer NOTIFY for nobody
             waiting.prune_gone(conn)
         for job_id, queue, status in reaped:

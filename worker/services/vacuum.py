@@ -3,16 +3,15 @@
 Every job leaves dead rows behind (the claim's UPDATE cannot be HOT, the ack deletes), and the
 claim's walk of jobs_ready_idx passes every dead entry at a queue's head until a vacuum removes
 it. Autovacuum looks at a database at most once per autovacuum_naptime (a server setting, 1 min by
-default), so at ~10,000 jobs/s a million dead rows built up between its visits, every claim walked
-~2,600 index and heap pages, and the backlog ran away (issue 19, README "Latency against load").
+default), so at a high job rate a million dead rows built up between its visits, every claim walked
+thousands of index and heap pages, and the backlog ran away (README "Latency against load").
 
 So each worker checks the table's dead rows every VACUUM_CHECK_SECONDS and, past
 SKIPLOCK_VACUUM_DEAD_ROWS plus LIVE_SHARE of its live rows, vacuums it:
 - the live rows' share, as autovacuum's scale factor: a vacuum reads every index of jobs whole, so
   on a big table (a backlog of a million, or millions of rows kept in `keep` mode) it waits for
-  proportionally more dead rows. With a flat 20,000, tests/benchmarks/growth.py's 20,000-job drain
-  beside 5,000,000 kept rows ran at 8,850 jobs/s against 11,719 with no vacuum of ours, and 13,996
-  with this share (one repetition each, on a noisy machine);
+  proportionally more dead rows. With a flat threshold, tests/benchmarks/growth.py's drain beside
+  millions of kept rows ran slower than with no vacuum of ours; with this share, faster;
 - one worker of the database at a time (a session advisory try-lock), never waiting for a running
   autovacuum or manual VACUUM (SKIP_LOCKED). Behind a transaction-pooling PgBouncer
   (db.session_settings() says no) a session lock could be left on a server connection that other

@@ -27,10 +27,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from skiplock.core import statements
 from skiplock.core.plumbing.config import load_settings
+from skiplock.core.sql import queries
 from skiplock.tools import bench_seed
 from skiplock.tools.commands import command
+
+JOBS_ENQUEUE_SQL = queries("jobs_enqueue")
 
 # The queue the bench handler (skiplock.tools.bench_tasks) serves. That module is imported only by the
 # bench's own worker processes: importing it here would register the handler in every
@@ -215,8 +217,8 @@ def stop_processes(procs: Sequence[subprocess.Popen[bytes]], grace: float = 30.0
 
 
 # The seed recipe and the steady state sample the latency of every 10th job: a probe per job
-# would spend a sizeable share of the CPU being measured (the receiver alone took ~20% of a core
-# at 6,000 jobs/s, and the steady state runs at 10,000-20,000 jobs/s).
+# would spend a sizeable share of the CPU being measured (the receiver alone took a good part of a
+# core well below the steady state's rate).
 PROBE_EVERY = 10
 
 
@@ -243,8 +245,8 @@ def wait_acked(url: str, jobs: int, timeout: float) -> float:
 
     Polls job_stats, which each ack batch updates in the same transaction that deletes its jobs,
     so "all acked" there is "the queue is empty" in `jobs`. Asking `jobs` itself every 5 ms costs
-    far more: a drained table is all dead rows, and each poll walked them (~5% of PostgreSQL's
-    CPU in a 2-process drain, taken from the system being measured).
+    far more: a drained table is all dead rows, and each poll walked them (PostgreSQL CPU taken
+    from the system being measured).
     """
     with psycopg.connect(url, autocommit=True) as conn:
         def acked() -> bool:
@@ -317,7 +319,8 @@ def raw_insert_single(url: str, jobs: int, producers: int) -> dict[str, Any]:
     def body(n: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             for i in range(n):
-                conn.execute(statements.SQL_PRODUCER_INSERT, {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
+                conn.execute(JOBS_ENQUEUE_SQL.sql_producer_insert,
+                             {"queue": BENCH_QUEUE, "payload": json.dumps({"n": i})})
 
     elapsed = _run_threads(_split(jobs, producers), body)
     return {"jobs": jobs, "producers": producers, "seconds": elapsed, "jobs_per_s": jobs / elapsed,

@@ -2,8 +2,8 @@
 
 Millions of ready or finished jobs in one statement each, and a scratch queue emptied whatever its
 jobs' states. These statements change jobs, yet they are not the queue core's: no running system
-makes jobs this way, so they live with the benchmark tools (issue 37). Every statement a running
-system uses to change jobs stays in worker/core/statements.py.
+makes jobs this way, so they live with the benchmark tools. Every statement a running
+system uses to change jobs stays in worker/core/sql/.
 """
 
 from __future__ import annotations

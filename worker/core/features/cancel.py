@@ -19,8 +19,12 @@ from typing import NamedTuple
 
 import psycopg
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
+from skiplock.core.sql import queries
 from skiplock.core.status import OutcomeStatus
+
+JOBS_OPERATOR_SQL = queries("jobs_operator")
+JOBS_RUNNING_SQL = queries("jobs_running")
 
 _requested: dict[int, str] = {}  # running job id -> who asked; filled by the worker's heartbeat
 
@@ -33,7 +37,7 @@ class CancelResult(NamedTuple):
 def request_running(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
     """Operator: ask these running jobs' handlers to stop (the transition table's cancel-running);
     the ids of those that were running. Each job stays running until its handler ends, then fails."""
-    return [r[0] for r in conn.execute(statements.REQUEST_CANCEL, {"ids": list(ids), "actor": actor})]
+    return state_changes.request_cancel(conn, ids, actor)
 
 
 def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelResult:
@@ -43,7 +47,7 @@ def request_cancel(conn: psycopg.Connection, job_id: int, actor: str) -> CancelR
                                   "next heartbeat and the job ends failed")
     if state_changes.cancel_queued(conn, [job_id], actor):
         return CancelResult(True, f"job {job_id} was queued: cancelled, it will not run")
-    row = conn.execute(statements.CANCEL_JOB_STATUS, {"id": job_id}).fetchone()
+    row = conn.execute(JOBS_OPERATOR_SQL.cancel_job_status, {"id": job_id}).fetchone()
     if row is None:
         return CancelResult(False, f"job {job_id} does not exist (any more): nothing to cancel")
     return CancelResult(False, f"job {job_id} already finished ({row[0]}): nothing changed")
@@ -53,7 +57,7 @@ def refresh(conn: psycopg.Connection, running_ids: Sequence[int]) -> None:
     """Read the cancel requests of these running jobs (the worker calls this with each heartbeat)."""
     if not running_ids:
         return
-    for job_id, who in conn.execute(statements.CANCEL_REQUESTS, {"ids": list(running_ids)}).fetchall():
+    for job_id, who in conn.execute(JOBS_RUNNING_SQL.cancel_requests, {"ids": list(running_ids)}).fetchall():
         _requested[job_id] = who or "unknown"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import statements
+from skiplock.core import state_changes
 from skiplock.core.state_changes import ClaimedJob
 
 HANDOFF_CHANNEL = "skiplock_handoff"
@@ -61,9 +61,7 @@ def _timestamp(text: str | None) -> datetime | None:
 def release_lost(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],
                  age: float = LOST_AFTER_SECONDS) -> list[tuple[int, str]]:
     """Release jobs running under `worker_id` for more than `age` s that it does not know of."""
-    rows = conn.execute(statements.RELEASE_LOST_HANDOFFS,
-                        {"worker_id": worker_id, "age": age, "known": list(known)}).fetchall()
-    return [(int(r[0]), str(r[1])) for r in rows]
+    return state_changes.release_lost_handoffs(conn, worker_id, known, age)
 
 
 def release_unreceived(conn: psycopg.Connection[Any], worker_id: str, known: Collection[int],

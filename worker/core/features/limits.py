@@ -1,7 +1,7 @@
-"""Global per-queue limits (issue 15): most running at once, and claims per second.
+"""Global per-queue limits: most running at once, and claims per second.
 
 The limits live in queue_limits, one row per limited queue, and are enforced by the claim itself
-(worker/core/statements.py, _CLAIM, and skiplock_limit_allowances of migration 018), for all
+(worker/core/sql/jobs_claim.sql, and skiplock_limit_allowances of migration 018), for all
 workers on all machines together:
 - concurrency N: a claim takes at most N minus the queue's running jobs, counted while it holds
   the queue's row lock, so two claimers never both take the last slot. A reaped lease is no
@@ -167,9 +167,9 @@ class LimitsView:
             if not force and now - self._at < REFRESH_SECONDS:
                 return self.limited
             self._at = now
-        from skiplock.core import statements
+        from skiplock.core.sql import queries
 
-        rows = conn.execute(statements.LIMITS_OF, {"queues": self.queues}).fetchall()
+        rows = conn.execute(queries("jobs_claim").limits_of, {"queues": self.queues}).fetchall()
         self.rates = {r[0]: (float(r[2]), float(r[3] or 1.0)) for r in rows if r[2] is not None}
         self.limited = frozenset(r[0] for r in rows)
         return self.limited

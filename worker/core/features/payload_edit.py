@@ -1,4 +1,4 @@
-"""Edit a dead job's payload, then retry it (issue 36: "edit before retry").
+"""Edit a dead job's payload, then retry it ("edit before retry").
 
 One transaction: lock the job, check it is still the dead job with the payload the operator saw
 (compare-and-set on its status and on a digest of that payload), keep the original payload in
@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.errors import EnqueueError, SkiplockError
 from skiplock.core.producer import serialize_payload
 from skiplock.core.status import JobStatus
@@ -120,7 +120,7 @@ def edit_and_retry(conn: psycopg.Connection, job_id: int, new_payload: Any, seen
         raise PayloadEditRefused(f"The payload of job {job_id} is unchanged: use Retry to run it as it is.")
     edit_id = conn.execute(KEEP_ORIGINAL, {"id": job_id, "actor": actor, "attempts": attempts, "old": Jsonb(old),
                                            "new": Jsonb(new_payload)}).fetchone()[0]  # type: ignore[index]
-    conn.execute(statements.WRITE_DEAD_PAYLOAD, {"id": job_id, "new": Jsonb(new_payload)})
+    state_changes.write_dead_payload(conn, job_id, new_payload)
     if state_changes.retry_finished(conn, [job_id]) != [job_id]:  # cannot happen under the row lock taken above
         raise PayloadEditConflict(f"Job {job_id} could not be retried; nothing was changed.")
     return Edit(int(edit_id), job_id, old, new_payload, diff(old, new_payload))

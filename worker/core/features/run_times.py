@@ -67,7 +67,7 @@ class RunTimeRecorder:
         """Count one run of `queue`'s handler that took `seconds`.
 
         On every job's path: the minute is an int of time.time() (a datetime per job, now() and
-        replace(), cost ~11% of a no-op drain's rate, measured), made a datetime only in save()."""
+        replace(), cost a measurable share of a no-op drain's rate), made a datetime only in save()."""
         if not seconds >= 0:  # negative, or NaN
             return
         minute = int((time.time() if now is None else now.timestamp()) // 60)

@@ -1,4 +1,4 @@
-"""Payload versions (issue 15): `@task("q", version=2, upgrade={1: v1_to_v2})`.
+"""Payload versions: `@task("q", version=2, upgrade={1: v1_to_v2})`.
 
 A job is stamped at enqueue with its task's version (jobs.version). A worker claims only jobs of a
 version it knows (the claim's `j.version <= wanted.version`): a job from a newer producer than

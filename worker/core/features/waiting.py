@@ -17,8 +17,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from skiplock.core import statements
+from skiplock.core.sql import queries
 from skiplock.core.status import LIVE_WORKER_SECONDS
+
+WAITERS_SQL = queries("waiters")
 
 log = logging.getLogger("skiplock.waiting")
 
@@ -50,12 +52,12 @@ class Waiting:
             taken_before = self._taken
             try:
                 with self.connection() as conn:
-                    conn.execute(statements.WAITER_REGISTER, {
+                    conn.execute(WAITERS_SQL.waiter_register, {
                         "id": self.worker_id, "queues": self.queues, "leases": self.leases,
                         "versions": self.versions, "listen_key": self.listen_key})
                     # a statement of its own, after the tokens' commit (the pool's connections are
                     # autocommit): a producer that sees the flag clear must not miss a token
-                    conn.execute(statements.WAITING_FLAG_SET)
+                    conn.execute(WAITERS_SQL.waiting_flag_set)
             except Exception as exc:  # no rows: no NOTIFY for us, the poll interval still finds the work
                 log.debug("could not register as a waiter: %s", exc)
                 return False
@@ -77,7 +79,7 @@ class Waiting:
                 return
             try:
                 with self.connection() as conn:
-                    conn.execute(statements.WAITER_UNREGISTER, {"id": self.worker_id})
+                    conn.execute(WAITERS_SQL.waiter_unregister, {"id": self.worker_id})
             except Exception as exc:
                 log.debug("could not unregister as a waiter: %s", exc)
                 return
@@ -94,9 +96,9 @@ class Waiting:
         self.listen_key = key
         self.forget()
         if key is not None:
-            conn.execute(statements.WAITER_REKEY, {"id": self.worker_id, "listen_key": key})
+            conn.execute(WAITERS_SQL.waiter_rekey, {"id": self.worker_id, "listen_key": key})
 
 
 def prune_gone(conn: Any) -> int:
     """The reaper's part: delete waiter rows of workers that are gone."""
-    return int(conn.execute(statements.WAITER_PRUNE, {"live": LIVE_WORKER_SECONDS}).rowcount or 0)
+    return int(conn.execute(WAITERS_SQL.waiter_prune, {"live": LIVE_WORKER_SECONDS}).rowcount or 0)

@@ -2,7 +2,7 @@
 
 A producer (enqueue with `conn=`) or a handler (`job.complete(conn)`) passes the connection its
 business write went through. Each kind is reduced here to the DB-API connection under it, in the
-caller's current transaction, so every driver runs the very same SQL text from skiplock.core.statements:
+caller's current transaction, so every driver runs the very same SQL text from skiplock.core.sql:
 - psycopg 3 and psycopg2 take `%(name)s` parameters as written;
 - an SQLAlchemy Session/Connection gives its driver connection (psycopg 3 or psycopg2), after
   SQLAlchemy has begun its transaction, so the caller's commit or rollback covers our statement;

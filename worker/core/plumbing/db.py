@@ -111,10 +111,10 @@ def session_defaults(conn: psycopg.Connection) -> None:
     """The session settings of every pooled skiplock connection (make_pool runs it on each new one).
 
     JIT off. The claim's cost estimate grows with the ready rows (its LIMIT is a column of the
-    `wanted` CTE, so the planner assumes a tenth of the backlog will be read): from ~100,000 ready
-    jobs it crosses jit_above_cost, and PostgreSQL then compiled ~160 functions for every claim,
-    6.4 s of a claim whose execution takes 1.5 ms (EXPLAIN ANALYZE on a 1,000,000-job backlog,
-    tests/benchmarks/growth.py). Queue statements are short: compiling never pays off for them.
+    `wanted` CTE, so the planner assumes a tenth of the backlog will be read): with a big backlog it
+    crosses jit_above_cost, and PostgreSQL then compiled a hundred-odd functions for every claim,
+    seconds for a claim that executes in milliseconds (EXPLAIN ANALYZE, tests/benchmarks/growth.py).
+    Queue statements are short: compiling never pays off for them.
     """
     conn.execute("SET jit = off")
 

@@ -25,7 +25,7 @@ from skiplock.core.status import FAILED_RUNS
 
 TRACER_NAME = "skiplock"
 
-# The traced enqueue statements are built with the others by queries.enqueue_statement.
+# The traced enqueue statements are written out with the others in worker/core/sql/jobs_enqueue.sql.
 TRACE_CONTEXTS = "SELECT id, trace_context FROM jobs WHERE id = ANY(%(ids)s) AND trace_context IS NOT NULL"
 
 _otel: Any = None  # the opentelemetry.trace module, False when it is not installed

@@ -2,8 +2,11 @@
 
 Each file holds the statements of one table or concern. A statement starts at a `-- name: <name>` line,
 followed by at least one `-- ` line that says what it does; its text runs to the next `-- name:` line.
-The text is used as written, so any statement can be pasted into psql (with its `%(param)s` placeholders
-filled in). Variants are written out in full: nothing is assembled from fragments.
+Any statement can be pasted into psql as written (with its `%(param)s` placeholders filled in). Variants
+are written out in full: nothing is assembled from fragments. What is sent is that text squeezed: its
+comments dropped and its whitespace collapsed, string literals untouched. psycopg caches its parse of a
+query's placeholders only for texts of up to 4096 characters (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH)
+and re-parses a longer one with a regex on every execute; the claim, with its comments, is longer.
 
     from skiplock.core.sql import queries
     JOBS = queries("jobs")
@@ -19,6 +22,9 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^-- name: ([a-z][a-z0-9_]*)\s*$")
+# A string literal or quoted name (kept as it is) or a comment (dropped), whichever starts first.
+_LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|--[^\n]*")
+_KEPT = re.compile(r"\x00(\d+)\x00")
 
 
 class SqlFileError(ValueError):
@@ -66,8 +72,23 @@ def parse(text: str, source: str) -> Queries:
             raise SqlFileError(f"{source}: statement {name!r} has no '-- ' line saying what it does")
         if not "\n".join(lines).strip():
             raise SqlFileError(f"{source}: statement {name!r} has no text")
-    return Queries(source, {n: "\n".join(ls).strip() + "\n" for n, ls in statements.items()},
+    return Queries(source, {n: squeeze("\n".join(ls)) for n, ls in statements.items()},
                    {n: " ".join(d) for n, d in descriptions.items()})
+
+
+def squeeze(statement: str) -> str:
+    """`statement` without its comments and with its whitespace squeezed (literals kept): the same SQL, shorter."""
+    literals: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        if match.group().startswith("--"):
+            return " "
+        literals.append(match.group())
+        return f"\x00{len(literals) - 1}\x00"
+
+    code = re.sub(r"\s+", " ", _LITERAL_OR_COMMENT.sub(set_aside, statement)).strip()
+    code = re.sub(r" ?([(),=<>]) ?", r"\1", code)  # no space is needed beside these
+    return _KEPT.sub(lambda m: literals[int(m.group(1))], code)
 
 
 @cache

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from skiplock.core import statements
 from skiplock.core.errors import EnqueueError
 from skiplock.core.linked_insert import insert_linked
 from skiplock.core.plumbing import adapters
@@ -25,6 +24,9 @@ from skiplock.core.producer import (
     producer_settings,
     serialize_payload,
 )
+from skiplock.core.sql import queries
+
+WORKFLOWS_SQL = queries("workflows")
 
 
 def _callback(name: str, value: object) -> str | None:
@@ -109,25 +111,25 @@ def _batch_on(raw: Any, batch_id: int | None, complete_json: str | None, success
     """Open (or re-open) the batch on `raw`, yield it, seal it when the block ends normally."""
     with adapters.tuple_cursor(raw) as cur:
         if batch_id is None:
-            cur.execute(statements.BATCH_OPEN, {"on_complete": complete_json, "on_success": success_json})
+            cur.execute(WORKFLOWS_SQL.batch_open, {"on_complete": complete_json, "on_success": success_json})
             row = cur.fetchone()
             assert row is not None
             batch_id = int(row[0])
         else:
-            cur.execute(statements.BATCH_IS_OPEN, {"batch": batch_id})
+            cur.execute(WORKFLOWS_SQL.batch_is_open, {"batch": batch_id})
             row = cur.fetchone()
             if row is None or not row[0]:
                 raise EnqueueError(f"batch {batch_id} has already called back (or does not exist): "
                                    "it takes no more members")
     yield Batch(batch_id, raw)
     with adapters.tuple_cursor(raw) as cur:
-        cur.execute(statements.BATCH_SEAL, {"batch": batch_id})
+        cur.execute(WORKFLOWS_SQL.batch_seal, {"batch": batch_id})
         cur.fetchall()
 
 
 def batch_status(batch_id: int, *, conn: Any = None) -> BatchInfo:
     """A batch's counts and callbacks (`skiplock.batch_status`); LookupError if there is no such batch."""
-    rows = _execute(None if conn is None else adapters.sync_connection(conn), statements.BATCH_BY_ID,
+    rows = _execute(None if conn is None else adapters.sync_connection(conn), WORKFLOWS_SQL.batch_by_id,
                     {"batch": batch_id})
     if not rows:
         raise LookupError(f"batch {batch_id} does not exist")

@@ -16,9 +16,11 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import statements
 from skiplock.core.errors import SkiplockError
 from skiplock.core.plumbing import adapters
+from skiplock.core.sql import queries
+
+WORKFLOWS_SQL = queries("workflows")
 
 FINAL_STATES = ("succeeded", "dead", "failed")
 # How often wait() looks again without a notification: a safety net, not the mechanism.
@@ -75,6 +77,11 @@ class JobInfo:
         return self.state in FINAL_STATES
 
 
+def prune_watchers(conn: Any, older_than: float) -> None:
+    """The pruner's part: wait() registrations left by processes that died while waiting."""
+    conn.execute(WORKFLOWS_SQL.prune_watchers, {"older_than": older_than})
+
+
 def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
     """A handler's return value as (JSON text to store, None), or (None, why it was not stored).
 
@@ -103,7 +110,7 @@ def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
 def status_on(conn: Any, job_id: int) -> JobInfo:
     """The job's status read on a psycopg connection; JobNotFound when it never existed."""
     with adapters.tuple_cursor(conn) as cur:  # any driver the producer accepts
-        cur.execute(statements.JOB_STATUS, {"job": job_id})
+        cur.execute(WORKFLOWS_SQL.job_status, {"job": job_id})
         row = cur.fetchone()
     assert row is not None
     (state, last_error, headline, attempts, max_attempts, waiting_on, batch_id, workflow_id, progress,
@@ -143,7 +150,7 @@ def wait_on(url: str, job_id: int, timeout: float | None) -> Any:
     """Block until the job is final, on a connection of its own; its result, or JobFailed / TimeoutError."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True, application_name="skiplock-wait") as conn:
-        conn.execute(statements.WATCH, {"job": job_id})
+        conn.execute(WORKFLOWS_SQL.watch, {"job": job_id})
         try:
             conn.execute("LISTEN skiplock_done")
             while True:
@@ -157,7 +164,7 @@ def wait_on(url: str, job_id: int, timeout: float | None) -> Any:
                     if note.payload == str(job_id):
                         break
         finally:
-            conn.execute(statements.UNWATCH, {"job": job_id})
+            conn.execute(WORKFLOWS_SQL.unwatch, {"job": job_id})
 
 
 # ---- the public calls (skiplock.status / result / wait) ---------------------------------------------

@@ -12,8 +12,11 @@ from typing import NamedTuple
 
 import psycopg
 
-from skiplock.core import state_changes, statements
+from skiplock.core import state_changes
 from skiplock.core.features import cancel
+from skiplock.core.sql import queries
+
+WORKFLOWS_SQL = queries("workflows")
 
 
 class WorkflowCancel(NamedTuple):
@@ -23,9 +26,9 @@ class WorkflowCancel(NamedTuple):
 
 def cancel_rest(conn: psycopg.Connection, workflow_id: int, actor: str) -> WorkflowCancel:
     """Cancel every job of the workflow that has not started, and ask the running ones to stop."""
-    unstarted = [r[0] for r in conn.execute(statements.WORKFLOW_UNSTARTED, {"workflow": workflow_id})]
+    unstarted = [r[0] for r in conn.execute(WORKFLOWS_SQL.workflow_unstarted, {"workflow": workflow_id})]
     cancelled = state_changes.cancel_queued(conn, unstarted, actor) if unstarted else []
-    running = [r[0] for r in conn.execute(statements.WORKFLOW_RUNNING, {"workflow": workflow_id})]
+    running = [r[0] for r in conn.execute(WORKFLOWS_SQL.workflow_running, {"workflow": workflow_id})]
     asked = sum(1 for job_id in running if cancel.request_cancel(conn, job_id, actor).changed)
     return WorkflowCancel(len(cancelled), asked)
 
@@ -33,5 +36,5 @@ def cancel_rest(conn: psycopg.Connection, workflow_id: int, actor: str) -> Workf
 def retry_dead(conn: psycopg.Connection, workflow_id: int) -> int:
     """Retry the workflow's jobs that failed on their own; the dependents that ended because of
     them wait again with them (skiplock_reopen). Returns how many were retried."""
-    roots = [r[0] for r in conn.execute(statements.WORKFLOW_DEAD_ROOT_CAUSES, {"workflow": workflow_id})]
+    roots = [r[0] for r in conn.execute(WORKFLOWS_SQL.workflow_dead_root_causes, {"workflow": workflow_id})]
     return len(state_changes.retry_finished(conn, roots)) if roots else 0

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from skiplock.core import statements
+from skiplock.core import state_changes
+from skiplock.core.sql import queries
+
+REPAIR_SQL = queries("workflow_repair")
 
 GRACE_SECONDS = 10.0  # younger waiting jobs / batches are left to the transaction that is making them
 BATCH = 1000  # rows a finder returns per pass
@@ -44,40 +47,38 @@ def find(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
     """What a pass would repair, without repairing it (the doctor's check)."""
     sweep = Sweep()
     sweep.stranded_parents = sorted({r[0] for r in conn.execute(
-        statements.STRANDED_EDGES, {"grace": grace, "limit": BATCH})})
-    sweep.recounted_jobs = [r[0] for r in conn.execute(statements.MISCOUNTED_WAITING, {"grace": grace, "limit": BATCH})]
+        REPAIR_SQL.stranded_edges, {"grace": grace, "limit": BATCH})})
+    sweep.recounted_jobs = [r[0] for r in conn.execute(
+        REPAIR_SQL.miscounted_waiting, {"grace": grace, "limit": BATCH})]
     sweep.recounted_batches = [r[0] for r in conn.execute(
-        statements.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH})]
-    sweep.called_back = [r[0] for r in conn.execute(statements.UNCALLED_BATCHES, {"limit": BATCH})]
+        REPAIR_SQL.miscounted_batches, {"grace": grace, "limit": BATCH})]
+    sweep.called_back = [r[0] for r in conn.execute(REPAIR_SQL.uncalled_batches, {"limit": BATCH})]
     return sweep
 
 
 def repair(conn: psycopg.Connection, grace: float = GRACE_SECONDS) -> Sweep:
     """One pass: find and repair, each repair in its own short transaction."""
     sweep = Sweep()
-    stranded = conn.execute(statements.STRANDED_EDGES, {"grace": grace, "limit": BATCH}).fetchall()
+    stranded = conn.execute(REPAIR_SQL.stranded_edges, {"grace": grace, "limit": BATCH}).fetchall()
     parents: dict[int, tuple[str, str | None]] = {r[0]: (r[1], r[2]) for r in stranded}
     if parents:
         ids = sorted(parents)
         with conn.transaction():
-            conn.execute(statements.SETTLE, {"ids": ids, "states": [parents[i][0] for i in ids],
-                                             "batches": [None] * len(ids), "heads": [parents[i][1] for i in ids]})
+            state_changes.settle_parents(conn, ids, [parents[i][0] for i in ids], [parents[i][1] for i in ids])
         sweep.stranded_parents = ids
-    miscounted = [r[0] for r in conn.execute(statements.MISCOUNTED_WAITING, {"grace": grace, "limit": BATCH})]
+    miscounted = [r[0] for r in conn.execute(REPAIR_SQL.miscounted_waiting, {"grace": grace, "limit": BATCH})]
     if miscounted:
-        with conn.transaction():
-            fixed = conn.execute(statements.RECOUNT_WAITING, {"ids": miscounted}).fetchall()
-            released = sorted({r[1] for r in fixed if r[2] == "queued"})
-            if released:
-                conn.execute(statements.NOTIFY_QUEUES, {"queues": released})
+        with conn.transaction():  # the released jobs' queues are woken in it
+            fixed = state_changes.recount_waiting(conn, miscounted)
         sweep.recounted_jobs = [r[0] for r in fixed]
-    for batch_id, *_counts in conn.execute(statements.MISCOUNTED_BATCHES, {"grace": grace, "limit": BATCH}).fetchall():
+    miscounted_batches = conn.execute(REPAIR_SQL.miscounted_batches, {"grace": grace, "limit": BATCH}).fetchall()
+    for batch_id, *_counts in miscounted_batches:
         with conn.transaction():
-            conn.execute(statements.RECOUNT_BATCH, {"batch": batch_id}).fetchall()
+            state_changes.recount_batch(conn, batch_id)
         sweep.recounted_batches.append(batch_id)
-    for (batch_id,) in conn.execute(statements.UNCALLED_BATCHES, {"limit": BATCH}).fetchall():
+    for (batch_id,) in conn.execute(REPAIR_SQL.uncalled_batches, {"limit": BATCH}).fetchall():
         with conn.transaction():
-            row = conn.execute(statements.CALL_BACK, {"batch": batch_id}).fetchone()
-        if row and row[0]:
+            called_back = state_changes.call_back_batch(conn, batch_id)
+        if called_back:
             sweep.called_back.append(batch_id)
     return sweep
