@@ -56,23 +56,28 @@ def test_example_from_the_checkout(example: str, fresh_db_url: str, tmp_path: Pa
     assert "all checks passed" in result.stdout
 
 
+def built_wheel(outdir: Path) -> Path:
+    """skiplock's wheel, built from the checkout into `outdir` (what a user installs before the first release)."""
+    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(outdir), str(REPO)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return next(outdir.glob("skiplock-*.whl"))
+
+
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A venv outside the checkout with skiplock installed from the wheel built from it.
-
-    Third-party packages come from the interpreter's site-packages (--system-site-packages): the
-    machine has no internet beyond PyPI, and what is tested is skiplock's wheel, not pip's resolver.
-    """
+    """A fresh venv outside the checkout, as a newcomer makes one: nothing of this interpreter's packages
+    (no --system-site-packages), skiplock from the wheel built from the checkout with its dependencies
+    resolved by pip, and each example's own requirements.txt (from the package index pip is set up with)."""
     root = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"),
-                            str(REPO)], capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    wheel = next((root / "dist").glob("skiplock-*.whl"))
+    wheel = built_wheel(root / "dist")
     venv = root / "venv"
     base = getattr(sys, "_base_executable", sys.executable)  # this may itself be a venv's python
-    subprocess.run([base, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+    requirements = [arg for example in EXAMPLES for arg in ("-r", str(REPO / "examples" / example / "requirements.txt"))]
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel), *requirements],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     yield venv
     shutil.rmtree(root / "dist", ignore_errors=True)
 
@@ -86,6 +91,8 @@ def test_example_from_the_wheel_in_a_fresh_venv(example: str, wheel_venv: Path, 
                            capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(wheel_venv), where.stdout  # not the checkout
+    borrowed = subprocess.run([python, "-c", "import pytest"], cwd=tmp_path, capture_output=True, timeout=60)
+    assert borrowed.returncode != 0, "the venv sees the test interpreter's packages: not a newcomer's venv"
     folder = tmp_path / example
     shutil.copytree(REPO / "examples" / example, folder, ignore=shutil.ignore_patterns("__pycache__"))
     result = run_check(python, folder, fresh_db_url, tmp_path / "logs")
