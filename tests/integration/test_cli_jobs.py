@@ -111,3 +111,24 @@ def test_a_bulk_action_without_a_filter_needs_all(db_url: str, conn: psycopg.Con
     assert set(statuses(conn).values()) == {"dead"}
     assert cli(db_url, "purge", "--all").stdout.strip() == "purged 4 job(s)"
     assert statuses(conn) == {}
+
+
+def test_retry_error_takes_the_line_jobs_list_prints_or_its_group(db_url: str, conn: psycopg.Connection,
+                                                                  dead_jobs: dict[str, list[int]]) -> None:
+    """What `jobs list` prints (the raw error, with its attempt number) pasted into `retry --error` names
+    the same jobs as the masked group the console lists; a filter that matches nothing says so, exit 1."""
+    from skiplock.core.error_summary import group_key
+
+    listed = [json.loads(line) for line in cli(db_url, "list", "--queue", "t2", "--json").stdout.splitlines()]
+    raw = listed[0]["error"]
+    group = group_key(raw)
+    assert raw != group and "<n>" in group  # the case that failed: the two forms differ
+    for given in (raw, group):
+        dry = cli(db_url, "retry", "--error", given, "--dry-run")
+        assert (dry.returncode, dry.stdout.strip()) == (0, "would retry 1 job(s)"), (given, dry.stdout, dry.stderr)
+    typo = cli(db_url, "retry", "--error", raw + " typo")
+    assert typo.returncode == 1, typo.stdout
+    assert typo.stdout.startswith("retried 0 job(s): no dead job matches error=") and "jobs list" in typo.stdout
+    dry_typo = cli(db_url, "purge", "--error", "NoSuchError: x", "--dry-run")
+    assert dry_typo.returncode == 1 and "no dead job matches" in dry_typo.stdout
+    assert set(statuses(conn).values()) == {"dead"}
