@@ -13,7 +13,6 @@ from typing import Any
 
 from flask import Flask
 
-from skiplock.core.plumbing.databases import configured_databases
 from skiplock.core.plumbing.logs import configure_logging
 from skiplock.core.plumbing.resources import static_dir, templates_dir
 from skiplock.webapp import auth, db, web
@@ -51,17 +50,7 @@ BLUEPRINTS = tuple(page.name for page in PAGES)
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    """Build the console; config comes from the environment, then `test_config` overrides it.
-
-    With SKIPLOCK_DATABASES set and no test_config, the console over every database of it
-    (webapp/multi_app.py): one factory, so `gunicorn 'skiplock.webapp:create_app()'` (the Procfile's)
-    and `skiplock web` serve the same console. The consoles that factory builds pass their own
-    config, so they are single-database ones.
-    """
-    if not test_config and configured_databases():
-        from skiplock.webapp.multi_app import create_multi_app  # it builds on this module: imported here
-
-        return create_multi_app()
+    """Build the console; config comes from the environment, then `test_config` overrides it."""
     app = Flask(__name__, static_folder=str(static_dir()), template_folder=str(templates_dir()))
     app.config.update(web_config())
     if test_config:
