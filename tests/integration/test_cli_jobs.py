@@ -132,3 +132,23 @@ def test_retry_error_takes_the_line_jobs_list_prints_or_its_group(db_url: str, c
     dry_typo = cli(db_url, "purge", "--error", "NoSuchError: x", "--dry-run")
     assert dry_typo.returncode == 1 and "no dead job matches" in dry_typo.stdout
     assert set(statuses(conn).values()) == {"dead"}
+
+
+@pytest.mark.slow
+def test_jobs_list_into_a_pipe_that_closes_early_ends_quietly(db_url: str, conn: psycopg.Connection,
+                                                               spawn_worker: Any) -> None:
+    """`skiplock jobs list --json | head -1`: no BrokenPipeError traceback when head stops reading (the
+    listing is larger than a pipe's buffer, so the writer is still writing when head exits)."""
+    from skiplock import enqueue_many
+
+    enqueue_many([("t1", {"permanent": True, "n": i}) for i in range(3000)], conn=conn)
+    worker = spawn_worker(SKIPLOCK_QUEUES="t1")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == 3000, timeout=120,
+             message="the worker to kill 3000 jobs")
+    assert worker.terminate() == 0
+    env = worker_env(db_url)
+    command = f"{sys.executable} -m skiplock.tools.cli jobs list --json --limit 3000 | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert json.loads(out.stdout)["status"] == "dead"
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
