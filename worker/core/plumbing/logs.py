@@ -34,10 +34,8 @@ class UtcFormatter(logging.Formatter):
     """The text format, its times in UTC with a Z, as the console shows them: the local time zone can be
     anyone's (Django sets TZ to its TIME_ZONE when it is set up), and two clocks mislead at 2 a.m."""
 
-    converter = time.gmtime
-
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", self.converter(record.created)) + f".{int(record.msecs):03d}Z"
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
 
 
 def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
