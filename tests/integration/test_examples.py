@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.wheel import built_wheel, fresh_venv
 
 EXAMPLES = ("flask_sqlalchemy", "django_project", "fastapi_async")
 
@@ -56,30 +57,16 @@ def test_example_from_the_checkout(example: str, fresh_db_url: str, tmp_path: Pa
     assert "all checks passed" in result.stdout
 
 
-def built_wheel(outdir: Path) -> Path:
-    """skiplock's wheel, built from the checkout into `outdir` (what a user installs before the first release)."""
-    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(outdir), str(REPO)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    return next(outdir.glob("skiplock-*.whl"))
-
-
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh venv outside the checkout, as a newcomer makes one: nothing of this interpreter's packages
     (no --system-site-packages), skiplock from the wheel built from the checkout with its dependencies
     resolved by pip, and each example's own requirements.txt (from the package index pip is set up with)."""
     root = tmp_path_factory.mktemp("wheel")
-    wheel = built_wheel(root / "dist")
-    venv = root / "venv"
-    base = getattr(sys, "_base_executable", sys.executable)  # this may itself be a venv's python
-    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-    requirements = [arg for example in EXAMPLES for arg in ("-r", str(REPO / "examples" / example / "requirements.txt"))]
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel), *requirements],
-                             capture_output=True, text=True, timeout=600)
-    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-    yield venv
-    shutil.rmtree(root / "dist", ignore_errors=True)
+    wheel = built_wheel(tmp_path_factory)
+    requirements = [arg for name in EXAMPLES for arg in ("-r", str(REPO / "examples" / name / "requirements.txt"))]
+    yield fresh_venv(root / "venv", str(wheel), *requirements)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow
