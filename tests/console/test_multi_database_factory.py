@@ -10,8 +10,8 @@ import pytest
 
 from skiplock import enqueue_many
 from skiplock.webapp import create_app
-from skiplock.webapp.databases import CONSOLES
 from skiplock.webapp.db import close_app
+from skiplock.webapp.pages.databases import CONSOLES
 
 LOGIN = {"Authorization": "Basic " + base64.b64encode(b"admin:pw").decode()}
 

@@ -70,6 +70,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the first one waits for the venv's install of every dependency from the index
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_from_the_wheel_in_a_fresh_venv(example: str, wheel_venv: Path, fresh_db_url: str,
                                                 tmp_path: Path) -> None:

@@ -195,6 +195,7 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the queue itself: the transitions (the ack writes a failure's attempts and a snooze), the task table,
     # the producer and the linked insert it calls
     ("queue", {"skiplock.core.state_changes", "skiplock.core.registry", "skiplock.core.linked_insert",
+               "skiplock.core.schema_state",  # is the database migrated (a worker and the console ask)
                "skiplock.core.producer", "skiplock.core.producer_async"}),
     ("features/", set()),
     ("workflows/", set()),

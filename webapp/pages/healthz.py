@@ -8,7 +8,7 @@ import logging
 from flask import Response
 from psycopg_pool import PoolTimeout
 
-from skiplock.core.plumbing.schema_state import missing_migrations
+from skiplock.core.schema_state import missing_migrations
 from skiplock.webapp import db
 
 log = logging.getLogger("skiplock.console")

@@ -37,12 +37,12 @@ from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import connect, is_connection_error, make_pool, session_settings
-from skiplock.core.plumbing.schema_state import (
+from skiplock.core.registry import REGISTRY, Registry, Task
+from skiplock.core.schema_state import (
     missing_after_running_migration,
     not_migrated_message,
     shipped_versions,
 )
-from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
