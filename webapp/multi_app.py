@@ -14,9 +14,21 @@ from flask import Flask
 
 from skiplock.core.errors import ConfigError
 from skiplock.core.plumbing.databases import configured_databases
-from skiplock.webapp.app import create_app
+from skiplock.webapp.app import create_app as create_single_app
 from skiplock.webapp.mount import mount
 from skiplock.webapp.pages import databases as databases_page
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    """The console's public factory (`gunicorn 'skiplock.webapp:create_app()'`, the Procfile's target).
+
+    With SKIPLOCK_DATABASES set and no test_config, the console over every database of it; else the
+    console of DATABASE_URL (webapp/app.py). One factory, so gunicorn and `skiplock web` serve the same
+    console. The consoles this module builds pass their own config, so they are single-database ones.
+    """
+    if not test_config and configured_databases():
+        return create_multi_app()
+    return create_single_app(test_config)
 
 
 def create_multi_app(databases: Mapping[str, str] | None = None,
@@ -27,7 +39,7 @@ def create_multi_app(databases: Mapping[str, str] | None = None,
         raise ConfigError("SKIPLOCK_DATABASES is not set: give name=url pairs separated by commas")
     names = list(databases)
     shared = {**(test_config or {}), "DATABASES": names}
-    host = create_app({**shared, "DATABASE_URL": databases[names[0]], "DATABASE_NAME": names[0]})
+    host = create_single_app({**shared, "DATABASE_URL": databases[names[0]], "DATABASE_NAME": names[0]})
     host.register_blueprint(databases_page.bp)
     host.context_processor(databases_page.context)
     consoles: dict[str, Flask] = {}

@@ -55,6 +55,9 @@ def init_app(app: Flask) -> None:
     # the database went away mid-request: say so plainly (503), not a bare 500
     app.register_error_handler(psycopg.OperationalError, _database_down)
     app.register_error_handler(PoolTimeout, _database_down)
+    # a table, column or function the migrations make is missing: the database is not (fully) migrated
+    for missing in (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn, psycopg.errors.UndefinedFunction):
+        app.register_error_handler(missing, _not_migrated)
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
     app.jinja_env.filters["ago"] = ago
@@ -202,6 +205,13 @@ def _database_down(exc: Exception) -> tuple[str, int]:
                                                   else type(exc).__name__)
     return render_template("error.html", code=503, message="The database is not answering; this page will work "
                            "again when it is back. /healthz reports the same."), 503
+
+
+def _not_migrated(exc: Exception) -> tuple[str, int]:
+    logging.getLogger("skiplock.console").warning("the database is not migrated: %s",
+                                                  str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return render_template("error.html", code=503, message="The database is not migrated: run `skiplock migrate`. "
+                           "This page will work once it has run; /healthz says \"not migrated\" until then."), 503
 
 
 def _http_error(exc: HTTPException) -> Response | HTTPException:

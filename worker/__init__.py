@@ -37,6 +37,7 @@ from skiplock.core.workflows.results import (
     JobInfo,
     JobNotFound,
     ResultNotReady,
+    ResultNotStored,
     ResultTooLarge,
     result,
     status,
@@ -49,7 +50,7 @@ from skiplock.services.recurring_defs import recurring
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they
 # happen to live in (which moved once already, when the layers became sub-packages).
 for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
-                SkiplockError, Snooze, JobFailed, JobNotFound, ResultNotReady, ResultTooLarge):
+                SkiplockError, Snooze, JobFailed, JobNotFound, ResultNotReady, ResultNotStored, ResultTooLarge):
     _public.__module__ = __name__
 
 # @task's extra keywords and what takes each: the one list (nothing registers itself on import).
@@ -81,6 +82,7 @@ __all__ = [
     "JobStatus",
     "PermanentFailure",
     "ResultNotReady",
+    "ResultNotStored",
     "ResultTooLarge",
     "RetryAfter",
     "SkiplockError",

@@ -63,7 +63,7 @@ def test_host_users_get_their_roles_and_admin_retries(host: Flask, db_url: str, 
     html = admin.get(f"{PREFIX}/jobs/{job_id}").get_data(as_text=True)
     # every link, form and poll of the console carries the prefix
     assert f'href="{PREFIX}/static/' in html and f'action="{PREFIX}/jobs/{job_id}/retry"' in html
-    assert 'href="/health"' not in html and f'href="{PREFIX}/health"' in html
+    assert 'href="/health/"' not in html and f'href="{PREFIX}/health/"' in html
     token = _TOKEN.search(html)
     assert token
     # no CSRF token: refused, nothing changes

@@ -73,6 +73,7 @@ def test_the_workflow_page_draws_every_job_before_and_after_the_run(admin: Sessi
     html = response.get_data(as_text=True)
     assert _svg_jobs(html) == {root, *kids, summary}
     assert _counts(html) == {"queued": 1, "waiting": 5}
+    assert re.search(r'<button type="submit" (?!class="primary")[^>]*>Retry the dead ones', html)  # none dead
     assert html.count('class="edge"') == 8  # 4 from the root, 4 into the summary
     # layered by depth: root at 0, the children at 1, the summary at 2
     assert re.search(rf'data-depth="2" data-job-id="{summary}"', html)
@@ -165,7 +166,9 @@ def test_retry_the_dead_ones_brings_back_their_dependents(admin: Session, conn: 
     good = skiplock.enqueue("wfc_step", {"n": 2}, depends_on=[root])
     summary = skiplock.enqueue("wfc_step", {"n": -1}, depends_on=[bad, good])
     testing.drain(DRAIN)
-    assert _counts(admin.get(f"/workflows/{root}").get_data(as_text=True)) == {"succeeded": 2, "dead": 2}
+    page = admin.get(f"/workflows/{root}").get_data(as_text=True)
+    assert _counts(page) == {"succeeded": 2, "dead": 2}
+    assert '<button type="submit" class="primary" >Retry the dead ones' in page  # now the thing to do
 
     html = admin.post(f"/workflows/{root}/retry-dead").get_data(as_text=True)
     assert 'class="confirm-count" data-count="1"' in html  # the one that failed on its own

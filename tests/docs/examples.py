@@ -9,7 +9,10 @@ The convention (docs/reference/writing-the-docs.md):
   written to PATH (relative to the page's own empty folder, the current directory while it runs) in
   its turn, and later blocks import it or start processes that do (the tutorials start from an empty
   folder this way);
-- ```bash, ```text, ```toml, ```ini, ```sql, ```console and other languages are not run.
+- a ```bash, ```sh, ```shell or ```console block runs in bash (tests/docs/test_shell_blocks.py), unless
+  its previous non-blank line is `<!-- illustrative: reason -->` (the reason is required: CI itself, a
+  ten-minute soak, a placeholder job id);
+- ```text, ```toml, ```ini, ```sql and other languages are not run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SKIP = re.compile(r"^<!-- skip: (.+?) -->$")
+ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (.+?) -->$")
+SHELL = ("bash", "sh", "shell", "console")
 FILE = re.compile(r"^<!-- file: ([\w./-]+) -->$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 
@@ -33,10 +38,16 @@ class Block:
     source: str
     skip_reason: str | None  # why it is not run, when the page says so
     file: str | None = None  # the path the reader saves it as, for a file block
+    illustrative: str | None = None  # why a shell block is not run, when the page says so
 
     @property
     def runs(self) -> bool:
         return self.language in ("python", "py") and self.skip_reason is None and self.file is None
+
+    @property
+    def shell_runs(self) -> bool:
+        """A shell block that tests/docs/test_shell_blocks.py runs (not marked illustrative)."""
+        return self.language in SHELL and self.illustrative is None
 
 
 def pages() -> list[Path]:
@@ -70,8 +81,10 @@ def blocks(path: Path) -> list[Block]:
             i += 1
         skip = SKIP.match(previous)
         file = FILE.match(previous)
+        shown = ILLUSTRATIVE.match(previous)
         found.append(Block(_name(path), start + 1, language.lower(), textwrap.dedent("\n".join(body)) + "\n",
-                           skip.group(1) if skip else None, file.group(1) if file else None))
+                           skip.group(1) if skip else None, file.group(1) if file else None,
+                           shown.group(1) if shown else None))
         previous = ""
         i += 1
     return found

@@ -74,3 +74,18 @@ def test_the_readme_renders_as_the_package_index_renders_it() -> None:
     assert re.search(rf'<img src="{re.escape(_site_url())}img/overview.png"', html)
     hrefs = re.findall(r'href="([^"]+)"', html)
     assert len(hrefs) >= 10 and all(h.startswith(("https://", "http://", "#")) for h in hrefs), hrefs
+
+
+def test_the_readmes_test_figures_are_the_testing_pages() -> None:
+    """The connection budget and the suite's time in the README are the ones the suite enforces and the
+    testing page measured: when either changes, the README has to follow."""
+    from tests.support.connection_budget import BUDGET
+
+    testing = (REPO / "docs" / "reference" / "testing-the-project.md").read_text()
+    connections = re.search(r"\*\*Connections\.\*\* At most (\d+) at once", README)
+    assert connections and int(connections.group(1)) == BUDGET
+    assert f"## The connection budget: {BUDGET}" in testing
+    minutes = re.search(r"\*\*Time\.\*\* About (\d+) minutes", README)
+    measured = re.search(r"^\| `python -m pytest` \(4 xdist processes\) \|[^|]+\| (\d+):(\d\d) \|", testing, re.M)
+    assert minutes and measured, "the README's time, and the testing page's full run"
+    assert int(minutes.group(1)) == round(int(measured.group(1)) + int(measured.group(2)) / 60)

@@ -111,3 +111,44 @@ def test_a_bulk_action_without_a_filter_needs_all(db_url: str, conn: psycopg.Con
     assert set(statuses(conn).values()) == {"dead"}
     assert cli(db_url, "purge", "--all").stdout.strip() == "purged 4 job(s)"
     assert statuses(conn) == {}
+
+
+def test_retry_error_takes_the_line_jobs_list_prints_or_its_group(db_url: str, conn: psycopg.Connection,
+                                                                  dead_jobs: dict[str, list[int]]) -> None:
+    """What `jobs list` prints (the raw error, with its attempt number) pasted into `retry --error` names
+    the same jobs as the masked group the console lists; a filter that matches nothing says so, exit 1."""
+    from skiplock.core.error_summary import group_key
+
+    listed = [json.loads(line) for line in cli(db_url, "list", "--queue", "t2", "--json").stdout.splitlines()]
+    raw = listed[0]["error"]
+    group = group_key(raw)
+    assert raw != group and "<n>" in group  # the case that failed: the two forms differ
+    for given in (raw, group):
+        dry = cli(db_url, "retry", "--error", given, "--dry-run")
+        assert (dry.returncode, dry.stdout.strip()) == (0, "would retry 1 job(s)"), (given, dry.stdout, dry.stderr)
+    typo = cli(db_url, "retry", "--error", raw + " typo")
+    assert typo.returncode == 1, typo.stdout
+    assert typo.stdout.startswith("retried 0 job(s): no dead job matches error=") and "jobs list" in typo.stdout
+    dry_typo = cli(db_url, "purge", "--error", "NoSuchError: x", "--dry-run")
+    assert dry_typo.returncode == 1 and "no dead job matches" in dry_typo.stdout
+    assert set(statuses(conn).values()) == {"dead"}
+
+
+@pytest.mark.slow
+def test_jobs_list_into_a_pipe_that_closes_early_ends_quietly(db_url: str, conn: psycopg.Connection,
+                                                               spawn_worker: Any) -> None:
+    """`skiplock jobs list --json | head -1`: no BrokenPipeError traceback when head stops reading (the
+    listing is larger than a pipe's buffer, so the writer is still writing when head exits)."""
+    from skiplock import enqueue_many
+
+    enqueue_many([("t1", {"permanent": True, "n": i}) for i in range(3000)], conn=conn)
+    worker = spawn_worker(SKIPLOCK_QUEUES="t1")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'dead'") == 3000, timeout=120,
+             message="the worker to kill 3000 jobs")
+    assert worker.terminate() == 0
+    env = worker_env(db_url)
+    command = f"{sys.executable} -m skiplock.tools.cli jobs list --json --limit 3000 | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert json.loads(out.stdout)["status"] == "dead"
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr

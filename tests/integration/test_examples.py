@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.wheel import built_wheel, fresh_venv
 
 EXAMPLES = ("flask_sqlalchemy", "django_project", "fastapi_async")
 
@@ -58,26 +59,18 @@ def test_example_from_the_checkout(example: str, fresh_db_url: str, tmp_path: Pa
 
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A venv outside the checkout with skiplock installed from the wheel built from it.
-
-    Third-party packages come from the interpreter's site-packages (--system-site-packages): the
-    machine has no internet beyond PyPI, and what is tested is skiplock's wheel, not pip's resolver.
-    """
+    """A fresh venv outside the checkout, as a newcomer makes one: nothing of this interpreter's packages
+    (no --system-site-packages), skiplock from the wheel built from the checkout with its dependencies
+    resolved by pip, and each example's own requirements.txt (from the package index pip is set up with)."""
     root = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"),
-                            str(REPO)], capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    wheel = next((root / "dist").glob("skiplock-*.whl"))
-    venv = root / "venv"
-    base = getattr(sys, "_base_executable", sys.executable)  # this may itself be a venv's python
-    subprocess.run([base, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                   check=True, timeout=300)
-    yield venv
-    shutil.rmtree(root / "dist", ignore_errors=True)
+    wheel = built_wheel(tmp_path_factory)
+    requirements = [arg for name in EXAMPLES for arg in ("-r", str(REPO / "examples" / name / "requirements.txt"))]
+    yield fresh_venv(root / "venv", str(wheel), *requirements)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the first one waits for the venv's install of every dependency from the index
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_from_the_wheel_in_a_fresh_venv(example: str, wheel_venv: Path, fresh_db_url: str,
                                                 tmp_path: Path) -> None:
@@ -86,6 +79,8 @@ def test_example_from_the_wheel_in_a_fresh_venv(example: str, wheel_venv: Path, 
                            capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(wheel_venv), where.stdout  # not the checkout
+    borrowed = subprocess.run([python, "-c", "import pytest"], cwd=tmp_path, capture_output=True, timeout=60)
+    assert borrowed.returncode != 0, "the venv sees the test interpreter's packages: not a newcomer's venv"
     folder = tmp_path / example
     shutil.copytree(REPO / "examples" / example, folder, ignore=shutil.ignore_patterns("__pycache__"))
     result = run_check(python, folder, fresh_db_url, tmp_path / "logs")

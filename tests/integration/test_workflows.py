@@ -295,4 +295,18 @@ def test_a_result_too_large_is_not_stored_and_reading_it_says_why_and_an_unstora
     assert skiplock.status(big).state == "succeeded"  # its work is done: the job is not failed for its return
     with pytest.raises(skiplock.ResultTooLarge, match=r"over the limit of 262144 \(SKIPLOCK_MAX_RESULT_BYTES\)"):
         skiplock.result(big)
-    assert skiplock.status(odd).state == "succeeded" and skiplock.result(odd) is None
+    assert skiplock.status(odd).state == "succeeded"
+    with pytest.raises(skiplock.ResultNotStored, match="the handler returned object, which JSON cannot hold"):
+        skiplock.result(odd)
+
+
+def test_a_decimal_or_datetime_result_is_never_dropped_silently(conn: psycopg.Connection) -> None:
+    """A fan-in reading the result of a handler that returned a Decimal or a datetime gets the reason
+    (ResultNotStored), where it used to get None and fail far away."""
+    ids = {kind: skiplock.enqueue(f"wf_{kind.lower()}", {}) for kind in ("Decimal", "datetime")}
+    testing.drain()
+    for kind, job_id in ids.items():
+        assert skiplock.status(job_id).state == "succeeded"  # its work is done
+        reason = f"the handler returned {kind}, which JSON cannot hold .*the job succeeded but its result was not"
+        with pytest.raises(skiplock.ResultNotStored, match=reason):
+            skiplock.result(job_id)

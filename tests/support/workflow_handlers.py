@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -105,5 +107,17 @@ def big(payload: dict) -> str:
 
 @task("wf_object")
 def unstorable(payload: dict) -> object:
-    """Returns a value JSON cannot hold: the job still succeeds, with no stored result."""
+    """Returns a value JSON cannot hold: the job still succeeds, its result is the reason it was not stored."""
     return object()
+
+
+@task("wf_decimal")
+def price(payload: dict) -> Decimal:
+    """Returns a Decimal, as an ORM's numeric column gives one: JSON cannot hold it."""
+    return Decimal("19.90")
+
+
+@task("wf_datetime")
+def when(payload: dict) -> datetime:
+    """Returns a datetime: JSON cannot hold it either."""
+    return datetime(2026, 11, 29, 3, 0, tzinfo=UTC)

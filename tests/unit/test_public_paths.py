@@ -11,7 +11,7 @@ import skiplock.testing
 from skiplock.core import producer_async
 from skiplock.core.features import hooks
 from skiplock.services import recurring_defs
-from skiplock.tools import testing
+from skiplock.tools import testing, testing_fixtures
 
 
 def test_each_public_path_re_exports_the_objects_of_its_module() -> None:
@@ -20,7 +20,8 @@ def test_each_public_path_re_exports_the_objects_of_its_module() -> None:
     for public, home in pairs:
         assert public.__all__, public.__name__
         for name in public.__all__:
-            assert getattr(public, name) is getattr(home, name), f"{public.__name__}.{name}"
+            source = testing_fixtures if public is skiplock.testing and name.startswith("skiplock_") else home
+            assert getattr(public, name) is getattr(source, name), f"{public.__name__}.{name}"
 
 
 def test_the_testing_plugin_module_carries_its_fixtures() -> None:

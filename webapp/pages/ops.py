@@ -32,7 +32,8 @@ def metrics() -> ResponseReturnValue:
     return Response(body, 200, {"Cache-Control": "no-store"}, content_type=CONTENT_TYPE_LATEST)
 
 
-@bp.route("/health")
+# "/health/" like every other page; "/health" (the old address, bookmarks) answers too, without a redirect
+@bp.route("/health/", strict_slashes=False)
 def health() -> ResponseReturnValue:
     """The doctor's checks as a page (or its self-refreshing fragment), the verdict first."""
     checks = _run_and_remember()

@@ -23,7 +23,7 @@ from skiplock.core import linked_insert, task_defaults
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import Settings, load_settings
-from skiplock.core.plumbing.db import make_pool
+from skiplock.core.plumbing.db import check_database, make_pool
 from skiplock.core.registry import REGISTRY
 from skiplock.core.sql import queries
 
@@ -60,8 +60,12 @@ def default_pool() -> ConnectionPool:
     with _default_pool_lock:
         if _default_pool is None:
             settings = load_settings()
-            _default_pool = make_pool(settings.require_database_url(), "skiplock-producer",
-                                      size=settings.pool_size)
+            url = settings.require_database_url()
+            # one connection first: a URL that can never work (no such database, a wrong password) is one
+            # ConfigError with the server's reason now, not a PoolTimeout without a cause 10 s later; a
+            # server not up yet is left to the pool's retries, as before
+            check_database(url)
+            _default_pool = make_pool(url, "skiplock-producer", size=settings.pool_size)
             atexit.register(close_default_pool)
         return _default_pool
 

@@ -35,6 +35,11 @@ def setup_frameworks() -> str | None:
     settings_module = os.environ.get("DJANGO_SETTINGS_MODULE", "").strip()
     if not settings_module:
         return None
+    # `skiplock worker` is a console script, whose sys.path starts at its bin folder: the project's folder
+    # (where mysite/settings.py is) must be importable before Django reads the settings, as it is for
+    # the task modules (skiplock.core.registry.import_task_modules)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         import django
     except ImportError:

@@ -36,8 +36,13 @@ from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
-from skiplock.core.plumbing.db import is_connection_error, make_pool, session_settings
+from skiplock.core.plumbing.db import connect, is_connection_error, make_pool, session_settings
 from skiplock.core.registry import REGISTRY, Registry, Task
+from skiplock.core.schema_state import (
+    missing_after_running_migration,
+    not_migrated_message,
+    shipped_versions,
+)
 from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
@@ -224,18 +229,20 @@ class Worker:
         return self.signals.exit_code  # ENVIRONMENT_EXIT_CODE after a broken environment (executor.py)
 
     def _check_schema(self) -> None:
-        """Fail fast with a fix-it message when migrations were never applied to this database."""
+        """Start only on a migrated database: wait for a migration running now (a release line started
+        beside this worker), then stop with the fix-it line when migrations are still missing."""
         assert self.pool is not None
         try:
-            with self.pool.connection() as conn:
-                found = conn.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
+            # the direct URL, as `skiplock migrate` uses: a session lock needs a session (not PgBouncer's)
+            with connect(self.settings.session_url, self.app_name, autocommit=True) as conn:
+                missing = missing_after_running_migration(conn, f"worker {self.worker_id}")
         except Exception as exc:
             if is_connection_error(exc):
                 return  # the database is not up yet; the claim loop waits for it
             raise
-        if not (found and found[0]):
+        if missing:
             self.pool.close()
-            raise SchemaMissing()
+            raise SchemaMissing(not_migrated_message(missing, len(shipped_versions())))
 
     def _start_flow(self) -> None:
         """Write @task-declared limits; a database still down leaves them to the next start."""

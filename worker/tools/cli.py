@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -263,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`skiplock jobs list --json | head`): stop quietly, as `cat` does. Python's
+        # own flush of stdout at exit would raise again, so stdout becomes /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, the status a shell shows for a command its pipe's reader cut short
 
 
 if __name__ == "__main__":

@@ -23,14 +23,20 @@ DEFAULT_DATA_DIR = Path(".skiplock-dev") / "pg"
 DEFAULT_PORT = 5000  # the console's, when neither --port nor $PORT names one
 
 
-def require_dev_extra() -> None:
-    """pgserver and honcho are the `dev` extra: a library user does not install them, so say how."""
+def require_dev_extra(embedded: bool = True) -> None:
+    """pgserver and honcho are the `dev` extra: a library user does not install them, so say how.
+
+    pgserver is needed only for the embedded database (`embedded`, no DATABASE_URL); it has no build for
+    Python 3.13 yet, so there the extra leaves it out and DATABASE_URL is the way."""
     import importlib.util
 
-    missing = [name for name in ("pgserver", "honcho") if importlib.util.find_spec(name) is None]
+    needed = ("pgserver", "honcho") if embedded else ("honcho",)
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError(f"skiplock dev needs {' and '.join(missing)}: pip install 'skiplock[dev]' "
-                          "(or set DATABASE_URL and run `skiplock worker` and `skiplock web` yourself)")
+        hint = (" (pgserver has no build for this Python yet: set DATABASE_URL to a PostgreSQL of yours)"
+                if "pgserver" in missing and sys.version_info >= (3, 13) else
+                " (or set DATABASE_URL and run `skiplock worker` and `skiplock web` yourself)")
+        raise ConfigError(f"skiplock dev needs {' and '.join(missing)}: pip install 'skiplock[dev]'{hint}")
 
 
 def embedded_database_url(data_dir: Path) -> str:
@@ -99,7 +105,7 @@ def console_port(requested: int | None, from_env: str | None) -> int:
 
 def run_dev(data_dir: str | None = None, demo: bool = True, port: int | None = None) -> int:
     """Start the dev stack in the foreground; Ctrl-C stops it."""
-    require_dev_extra()
+    require_dev_extra(embedded=not os.environ.get("DATABASE_URL"))
     # before the database and the demo: a taken port is found in a second, not after the start-up
     chosen_port = console_port(port, os.environ.get("PORT"))
     from honcho.manager import Manager

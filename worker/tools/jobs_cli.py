@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from skiplock.core import state_changes
+from skiplock.core.error_summary import group_key, headline
 from skiplock.core.errors import SkiplockError
 from skiplock.core.features import audit, payload_edit
 from skiplock.core.plumbing.config import load_settings
@@ -47,7 +48,8 @@ def duration(text: str) -> timedelta:
 def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", choices=("dead", "failed"), default="dead", help="which finished jobs (default dead)")
     p.add_argument("--queue", help="only this queue")
-    p.add_argument("--error", help="only this error group, exactly as the console's dead-letter page lists it")
+    p.add_argument("--error", help="only this error: its group as the console's dead-letter page lists it, or "
+                   "an error line as `jobs list` prints it (the same group)")
     p.add_argument("--within", type=duration, metavar="AGE",
                    help="finished in the last AGE (e.g. 24h; the console's time window)")
     p.add_argument("--older-than", type=duration, metavar="AGE", help="finished more than AGE ago (e.g. 7d)")
@@ -102,10 +104,13 @@ def _finished_filter(conn: psycopg.Connection, args: argparse.Namespace) -> tupl
     """The core's filter, measured from the database's clock, and the audit detail that names it."""
     now: datetime = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     until = now - args.older_than if args.older_than else now  # jobs that finished later are not covered
+    # the group of what was given: a raw error line (what `jobs list` prints) and its masked group
+    # (what the console lists) name the same jobs
+    error = group_key(headline(args.error)) if args.error else None
     flt = state_changes.FinishedFilter(status=args.state, queue=args.queue,
                                        since=(now - args.within) if args.within else None,
-                                       until=until, error=args.error, text=args.text)
-    detail = {"status": args.state, "queue": args.queue, "error": args.error, "q": args.text,
+                                       until=until, error=error, text=args.text)
+    detail = {"status": args.state, "queue": args.queue, "error": error, "q": args.text,
               "within": _age(args.within), "older_than": _age(args.older_than)}
     return flt, {k: v for k, v in detail.items() if v}
 
@@ -171,14 +176,21 @@ def _change(conn: psycopg.Connection, args: argparse.Namespace) -> int:
         return 0 if done else 1
     flt, detail = _finished_filter(conn, args)
     if args.dry_run:
-        print(f"would {what} {state_changes.count_finished_matching(conn, flt)} job(s)")
-        return 0
+        would = state_changes.count_finished_matching(conn, flt)
+        print(f"would {what} {would} job(s)" + ("" if would else _matched_nothing(args, detail)))
+        return 0 if would else 1
     # batches commit as they go (a million rows must not be one transaction); the audit row follows
     # the last batch with the count actually changed, as the console's "all matching" does
     count = (state_changes.retry_matching if what == "retry" else state_changes.purge_matching)(conn, flt)
     audit.record(conn, actor, "cli", f"{what} all matching", count, detail)
-    print(f"{_past(what)} {count} job(s)")
-    return 0
+    print(f"{_past(what)} {count} job(s)" + ("" if count else _matched_nothing(args, detail)))
+    return 0 if count else 1  # a filter that matched nothing is most often a typo: not a success
+
+
+def _matched_nothing(args: argparse.Namespace, detail: dict[str, Any]) -> str:
+    """The sentence after "retried 0 job(s)": what was asked, so that a typo shows."""
+    asked = ", ".join(f"{k}={v!r}" for k, v in detail.items() if k != "status")
+    return f": no {args.state} job matches {asked or 'the filter'} (`skiplock jobs list` shows what there is)"
 
 
 def _edit_and_retry(conn: psycopg.Connection, args: argparse.Namespace, actor: str) -> int:

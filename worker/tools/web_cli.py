@@ -24,12 +24,9 @@ def _web(args: argparse.Namespace) -> int:
     from skiplock.webapp import create_app
 
     configure_logging()
-    if os.environ.get("SKIPLOCK_DATABASES", "").strip():  # one console over several databases
-        from skiplock.webapp.multi_app import create_multi_app
-
-        app = create_multi_app()
-    else:
-        app = create_app()  # raises ConfigError (one clear line, exit 2) without credentials
+    # with SKIPLOCK_DATABASES, the console over all of them (the same factory as under gunicorn);
+    # raises ConfigError (one clear line, exit 2) without credentials
+    app = create_app()
     port = args.port or int(os.environ.get("PORT", "5000"))
     print(f"skiplock web: console on http://{args.host}:{port}/", flush=True)
     app.run(host=args.host, port=port, debug=args.debug, use_reloader=args.debug)

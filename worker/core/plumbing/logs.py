@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 
 # Extra fields a job log line may carry; both formats show them.
@@ -29,13 +30,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
+class UtcFormatter(logging.Formatter):
+    """The text format, its times in UTC with a Z, as the console shows them: the local time zone can be
+    anyone's (Django sets TZ to its TIME_ZONE when it is set up), and two clocks mislead at 2 a.m."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+
+
 def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
     """Send skiplock's logs to stderr in the chosen format (idempotent)."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(UtcFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

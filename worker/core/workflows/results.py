@@ -48,7 +48,13 @@ class JobFailed(SkiplockError):
         super().__init__(f"job {job_id} ended {state}" + (f": {error}" if error else ""))
 
 
-class ResultTooLarge(SkiplockError):
+class ResultNotStored(SkiplockError):
+    """The job succeeded, but its handler's return value could not be stored: result() and wait() raise
+    this, with the reason, instead of returning None (a Decimal or a datetime, which JSON cannot hold,
+    as a payload cannot: return str(value) or value.isoformat())."""
+
+
+class ResultTooLarge(ResultNotStored):
     """The job succeeded, but its handler returned more than SKIPLOCK_MAX_RESULT_BYTES of JSON: the
     value was not stored (result() and wait() raise this, with the size, instead of returning None)."""
 
@@ -85,25 +91,28 @@ def prune_watchers(conn: Any, older_than: float) -> None:
 def encode_result(value: Any, max_bytes: int) -> tuple[str | None, str | None]:
     """A handler's return value as (JSON text to store, None), or (None, why it was not stored).
 
-    None stores nothing; a value that is not JSON-serialisable is not stored either, silently:
-    handlers written before results existed return all sorts of things, and their jobs succeed as
-    before. A value over `max_bytes` is not stored, and the reason is: the job still succeeded (its
-    work is done and may not be repeatable), and whoever reads the result gets ResultTooLarge with
-    the size instead of a silent None.
+    None stores nothing. A value that JSON cannot hold (a Decimal, a datetime: the payload encoder
+    refuses them too) or one over `max_bytes` is not stored, and the reason is: the job still
+    succeeded (its work is done and may not be repeatable), and whoever reads the result gets
+    ResultNotStored (ResultTooLarge for the size) with the reason, never a silent None that a fan-in
+    would trip over far away.
     """
     if value is None:
         return None, None
     try:
         text = _ENCODER.encode(value)
-    except (TypeError, ValueError):
-        return None, None
+    except (TypeError, ValueError) as exc:
+        return None, (f"the handler returned {type(value).__name__}, which JSON cannot hold ({exc}): the job "
+                      "succeeded but its result was not stored; return JSON values (str(value) for a Decimal, "
+                      "value.isoformat() for a datetime)")
     size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
     if size > max_bytes:
         return None, (f"the handler returned {size} bytes of JSON, over the limit of {max_bytes} "
                       "(SKIPLOCK_MAX_RESULT_BYTES): the job succeeded but its result was not stored; "
                       "store large data elsewhere and return a reference")
-    if "\\u0000" in text:
-        return None, None  # jsonb cannot store NUL: treated like any other value it cannot keep
+    if "\\u0000" in text:  # jsonb cannot store NUL
+        return None, ("the handler returned text with a NUL character, which PostgreSQL's jsonb cannot hold: "
+                      "the job succeeded but its result was not stored")
     return text, None
 
 
@@ -132,8 +141,9 @@ def status_on(conn: Any, job_id: int) -> JobInfo:
 def outcome(job: JobInfo) -> Any:
     """The result of a final job, or JobFailed."""
     if job.state == "succeeded":
-        if job.result is None and job.error:  # its result was refused as too large (encode_result)
-            raise ResultTooLarge(f"job {job.id}: {job.error}")
+        if job.result is None and job.error:  # its result was refused (encode_result): say why
+            refused = ResultTooLarge if "SKIPLOCK_MAX_RESULT_BYTES" in job.error else ResultNotStored
+            raise refused(f"job {job.id}: {job.error}")
         return job.result
     raise JobFailed(job.id, job.state, job.error)
 
