@@ -14,8 +14,8 @@ from skiplock.core import transitions
 from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
-from skiplock.monitor import why
 from skiplock.django import payload as django_payload
+from skiplock.monitor import why
 from skiplock.webapp import db, edit_form, filters, job_links, page_queries, timeline, workflow_queries
 from skiplock.webapp.web import audit, page
 
