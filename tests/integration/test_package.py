@@ -85,7 +85,9 @@ def test_the_wheel_holds_one_package_and_its_data(dists: dict[str, Path]) -> Non
         assert {n.split("/")[0] for n in names} == {"skiplock", top_level.split("/")[0]}, kind
         for needed in ("skiplock/migrations/001_jobs.sql", "skiplock/templates/layout.html",
                        f"skiplock/static/{HTMX}", f"skiplock/static/{HTMX}.sha256", "skiplock/webapp/__init__.py",
-                       "skiplock/py.typed", "skiplock/tools/bench_tasks.py",
+                       "skiplock/py.typed", "skiplock/tools/bench_tasks.py", "skiplock/core/sql/django_tasks.sql",
+                       "skiplock/django/backend.py", "skiplock/django/migrations/0001_skiplock_schema.py",
+                       "skiplock/django/management/commands/skiplock_worker.py",
                        *(f"skiplock/{layer}/__init__.py" for layer in ("core", "monitor", "services", "runtime"))):
             assert needed in names, f"{needed} missing from the {kind} wheel"
         assert not any(n.startswith("skiplock/tests") or "screenshots" in n for n in names), kind

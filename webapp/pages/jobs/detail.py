@@ -14,6 +14,7 @@ from skiplock.core import transitions
 from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
+from skiplock.django import payload as django_payload
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
 from skiplock.webapp.queries import page_queries, workflow_queries
@@ -49,7 +50,8 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
             if gone is None or not (gone["has_result"] or gone["linked"]):
                 abort(404, _gone_reason(conn, jid))
-            return page("jobs/job_gone.html", "jobs/_job_gone.html", job=gone, links=links)
+            return page("jobs/job_gone.html", "jobs/_job_gone.html", job=gone, links=links,
+                        django_task=django_payload.describe_stored(gone["state"], links.result))
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
         steps = timeline.build(job, edits)
@@ -60,7 +62,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         actions = [t for t in actions if t.action != "cancel-running"]
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=form)
+                    edit_form=form, django_task=django_payload.describe(job))
     response.status_code = code
     return response
 
