@@ -530,7 +530,7 @@ WITH cancelled AS (
        SET status = 'failed', finished_at = now(),
            last_error = concat_ws(E'\\n', 'cancelled by ' || %(actor)s, last_error),
            error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
-     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'waiting')
+     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'waiting', 'parked')
     RETURNING id, batch_id, error_headline
 ), finals AS MATERIALIZED (
     SELECT id, 'failed' AS state, batch_id, error_headline AS head FROM cancelled
@@ -959,10 +959,11 @@ UPDATE jobs j
  WHERE j.ctid = f.ctid
 """
 
-# Cancel the rest of a workflow: every job of it that has not started (queued or waiting) ends
+# Cancel the rest of a workflow: every job of it that is not running (queued, waiting or parked) ends
 # failed, through CANCEL_QUEUED's statement (so their batches and dependents are settled too).
 WORKFLOW_UNSTARTED = """
-SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('queued', 'waiting')
+SELECT id FROM jobs
+ WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('queued', 'waiting', 'parked')
 """
 # The running jobs of a workflow (a cancel request each) and its dead ones (retry the dead ones:
 # first the jobs that failed on their own; their dependents come back with them).
