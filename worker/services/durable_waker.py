@@ -1,4 +1,5 @@
-"""The wake pass: parked durable jobs whose time has come go back to their queues, about once a second.
+"""The wake pass: parked durable jobs whose time has come go back to their queues, about once a second;
+and the parked jobs' sweeper, which wakes what only a bug could have left parked.
 
 Any worker runs it (FOR UPDATE SKIP LOCKED: two passes never wake one job twice). One statement walks
 jobs_parked_idx in run_at order and stops at the first job not due, so the pass costs nothing when no
@@ -39,3 +40,20 @@ class DurableWaker:
         if total:
             log.debug("woke %d parked job(s)", total)
         return total
+
+
+class ParkedSweeper:
+    """Repairs parked jobs that nothing would wake (docs/explanation/durable-jobs.md, "Repair"): one parked
+    on a key that already has a signal, one with no wait row. The scheduler calls `run_once` every
+    SKIPLOCK_SWEEP_INTERVAL, beside the workflow sweeper."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def run_once(self) -> service.ParkedRepair:
+        with self.pool.connection() as conn:
+            repaired = service.repair(conn)
+        if repaired.found:
+            log.warning("parked-job sweeper woke jobs nothing would have woken: signalled before they parked %s, "
+                        "with no wait row %s", repaired.signalled, repaired.unwaited)
+        return repaired

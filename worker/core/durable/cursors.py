@@ -53,6 +53,11 @@ def pending(worker_id: str) -> bool:
         return any(key[0] == worker_id for key in _PENDING)
 
 
+def pending_for(worker_id: str, job_id: int) -> bool:
+    """Whether this run saved cursors since the last write."""
+    return (worker_id, job_id) in _PENDING  # a dict lookup: atomic under the GIL
+
+
 def _take(worker_id: str, job_ids: Sequence[int] | None) -> list[tuple[int, int, str, str]]:
     with _LOCK:
         keys = [k for k in _PENDING if k[0] == worker_id and (job_ids is None or k[1] in job_ids)]
