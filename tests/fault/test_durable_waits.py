@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 from datetime import timedelta
+from functools import partial
 
 import psycopg
 import pytest
@@ -93,9 +94,11 @@ def test_a_job_with_one_attempt_sleeps_and_waits_several_times(conn, spawn_worke
     skiplock.signal("many-0", "early")  # this one before its wait: returned at once
     job_id = enqueue("d_many", {"rounds": 3, "prefix": "many"}, max_attempts=1)
     worker = spawn_worker(**DURABLE)
+    def parked_on(key: str) -> bool:
+        return scalar(conn, "SELECT key FROM job_waits WHERE job_id = %s", (job_id,)) == key
+
     for i in (1, 2):
-        wait_for(lambda i=i: scalar(conn, "SELECT key FROM job_waits WHERE job_id = %s", (job_id,)) == f"many-{i}",
-                 timeout=60, message=f"the job to park on many-{i}")
+        wait_for(partial(parked_on, f"many-{i}"), timeout=60, message=f"the job to park on many-{i}")
         assert scalar(conn, "SELECT attempts FROM jobs WHERE id = %s", (job_id,)) == 0  # parked: attempt given back
         assert skiplock.signal(f"many-{i}", i) == 1
     wait_for(lambda: status_of(conn, job_id) is None, timeout=60, message="the job to succeed")
