@@ -5,6 +5,8 @@ product's own functions; a run is a JobContext made as the worker makes it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -16,6 +18,7 @@ from skiplock.core import state_changes
 from skiplock.core.durable import service
 from skiplock.core.errors import Park
 from skiplock.core.job_context import JobContext
+from tests.conftest import REPO, worker_env
 from tests.support.helpers import scalar
 
 WORKER = "durable-test-worker"
@@ -180,3 +183,34 @@ def test_step_results_must_be_json(conn) -> None:
     with pytest.raises(ValueError, match="skiplock's own"):
         ctx.step("sleep:x", lambda: 1)
     assert json.loads(json.dumps(ctx.step("ok", lambda: [1, "a"]))) == [1, "a"]
+
+
+def cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "skiplock.tools.cli", "jobs", *args], cwd=REPO,
+                          env=worker_env(db_url), capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_sends_a_signal_and_wakes_a_sleeper_with_an_audit_row(conn, db_url) -> None:
+    enqueue("durable", {})
+    waiting = claim(conn)
+    with pytest.raises(Park):
+        waiting.wait_for("order-42:paid")
+    enqueue("durable", {})
+    sleeping = claim(conn)
+    with pytest.raises(Park):
+        sleeping.sleep("nap", 3600)
+
+    sent = cli(db_url, "signal", "order-42:paid", "--payload", '{"amount": 12}', "--actor", "ops-kim")
+    assert sent.returncode == 0, sent.stderr
+    assert "woke 1 job(s)" in sent.stdout
+    assert row(conn, waiting.id)[0] == "queued"
+    assert scalar(conn, "SELECT payload FROM job_signals WHERE key = 'order-42:paid'") == {"amount": 12}
+    bad = cli(db_url, "signal", "k", "--payload", "{nope")
+    assert bad.returncode != 0 and "not JSON" in bad.stderr + bad.stdout
+
+    woke = cli(db_url, "wake", str(sleeping.id), str(waiting.id))
+    assert woke.returncode == 0, woke.stderr
+    assert "woke 1 job(s); 1 were not parked" in woke.stdout
+    assert row(conn, sleeping.id)[0] == "queued"
+    audit = conn.execute("SELECT actor, action, count FROM audit_log ORDER BY id").fetchall()
+    assert audit[0] == ("ops-kim", "send signal", 1) and audit[1][1:] == ("wake now", 1)
