@@ -20,7 +20,7 @@ from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.db import connect
 
 
-def add_actions(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_actions(sub: argparse._SubParsersAction) -> None:
     """The `signal` and `wake` actions of `skiplock jobs`."""
     send = sub.add_parser("signal", help="send a durable job's signal: wakes every job waiting on KEY")
     send.add_argument("key", metavar="KEY", help="the signal key a handler waits on with job.wait_for(KEY)")
