@@ -26,14 +26,14 @@ CREATE TABLE IF NOT EXISTS job_cursors (
 );
 
 -- What a parked job waits for: a sleep (its step name, the wake time in jobs.run_at) or a signal key
--- (with its timeout in jobs.run_at, 'infinity' without one). Written when the job parks, deleted when it
+-- (with its timeout in jobs.run_at, 9999-12-31 without one). Written when the job parks, deleted when it
 -- wakes. queue is copied so the Parked view counts per queue and key without reading jobs.
 CREATE TABLE IF NOT EXISTS job_waits (
     job_id    bigint      PRIMARY KEY,
     queue     text        NOT NULL,
     sleep     text,                          -- the sleep's name, for a sleep
     key       text,                          -- the signal key, for a wait
-    wake_at   timestamptz NOT NULL,          -- the sleep's time or the wait's timeout ('infinity': none)
+    wake_at   timestamptz NOT NULL,          -- the sleep's time or the wait's timeout (9999-12-31: none)
     parked_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT job_waits_one_kind CHECK ((sleep IS NULL) <> (key IS NULL))
 );

@@ -374,7 +374,9 @@ BEGIN
             outcome := 'timeout';
             RETURN;
         END IF;
-        wake := coalesce(wake, 'infinity');
+        -- no timeout: "never" is 9999-12-31, not 'infinity', which psycopg cannot read into a datetime (every
+        -- reader of jobs.run_at, the console's included, would fail on a parked job)
+        wake := coalesce(wake, '9999-12-31 00:00:00+00');
     ELSE
         -- a sleep: its wake time is stored once, by the first run that reaches it
         INSERT INTO job_steps (job_id, name, result, attempt)

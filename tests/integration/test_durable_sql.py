@@ -36,8 +36,8 @@ def claim(conn: psycopg.Connection, queue: str = "durable") -> JobContext:
 
 
 def row(conn: psycopg.Connection, job_id: int) -> tuple[Any, ...]:
-    found = conn.execute("SELECT status::text, attempts, worker_id, run_at = 'infinity' FROM jobs WHERE id = %s",
-                         (job_id,)).fetchone()
+    found = conn.execute("SELECT status::text, attempts, worker_id, run_at = '9999-12-31 00:00:00+00' "
+                         "FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert found is not None
     return tuple(found)
 

@@ -29,7 +29,7 @@ class JobStatus(StrEnum):
     # an operator's release moves it out.
     RUNNING = "running"
     # A durable job sleeping until run_at, or waiting for a signal (run_at is then its timeout, or
-    # 'infinity'); holds no lease, no worker and no attempt (migration 034). The wake pass (run_at
+    # 9999-12-31, "never"); holds no lease, no worker and no attempt (migration 034). The wake pass (run_at
     # reached), skiplock_signal() on its key or an operator moves it to queued; an operator's cancel to
     # failed. Not final: its workflow dependents keep waiting (docs/explanation/durable-jobs.md).
     PARKED = "parked"

@@ -69,6 +69,11 @@ def unwakeable(conn: psycopg.Connection, limit: int = 20) -> tuple[int, list[tup
     return (int(count[0]) if count else 0), [(r[0], r[1], r[2]) for r in rows]
 
 
+def parked_counts(conn: psycopg.Connection) -> dict[str, int]:
+    """Parked jobs per queue (from their wait rows)."""
+    return {queue: int(n) for queue, n in conn.execute(Q.parked_counts).fetchall()}
+
+
 def parked_on(conn: psycopg.Connection, job_id: int) -> dict[str, Any] | None:
     """What job `job_id` is parked on: queue, sleep (name) or key, wake_at (its time or timeout), parked_at."""
     row = conn.execute(Q.parked_on, {"job": job_id}).fetchone()

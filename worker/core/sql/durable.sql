@@ -127,7 +127,7 @@ RETURNING j.id, j.queue
 -- first, at most %(limit)s: (id, queue, parked since).
 SELECT j.id, j.queue, w.parked_at
   FROM jobs j LEFT JOIN job_waits w ON w.job_id = j.id
- WHERE j.status = 'parked' AND j.run_at = 'infinity' AND w.key IS NULL
+ WHERE j.status = 'parked' AND j.run_at >= '9999-12-31 00:00:00+00' AND w.key IS NULL
  ORDER BY j.id
  LIMIT %(limit)s
 
@@ -135,7 +135,7 @@ SELECT j.id, j.queue, w.parked_at
 -- Doctor: how many parked jobs no timer and no key can wake.
 SELECT count(*)
   FROM jobs j LEFT JOIN job_waits w ON w.job_id = j.id
- WHERE j.status = 'parked' AND j.run_at = 'infinity' AND w.key IS NULL
+ WHERE j.status = 'parked' AND j.run_at >= '9999-12-31 00:00:00+00' AND w.key IS NULL
 
 -- name: parked_on
 -- What one job is parked on: its wait row (sleep name or key, wake time or timeout, since when).
@@ -178,3 +178,7 @@ DELETE FROM job_signals
                 WHERE sent_at < now() - make_interval(secs => %(older_than)s)
                 ORDER BY sent_at
                 LIMIT %(limit)s)
+
+-- name: parked_counts
+-- Parked jobs per queue (the metrics' parked state, the console's counts), from the narrow wait rows.
+SELECT queue, count(*) FROM job_waits GROUP BY queue
