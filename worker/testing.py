@@ -12,10 +12,12 @@ from skiplock.tools.testing import (
     assert_enqueued,
     drain,
     enqueued_jobs,
+    run_durable,
     skiplock_conn,
     skiplock_database_url,
     skiplock_db,
 )
+from skiplock.tools.testing_durable import SimulatedCrash
 
-__all__ = ["DrainLimitExceeded", "DrainedJob", "EnqueuedJob", "assert_enqueued", "drain", "enqueued_jobs",
-           "skiplock_conn", "skiplock_database_url", "skiplock_db"]
+__all__ = ["DrainLimitExceeded", "DrainedJob", "EnqueuedJob", "SimulatedCrash", "assert_enqueued", "drain",
+           "enqueued_jobs", "run_durable", "skiplock_conn", "skiplock_database_url", "skiplock_db"]

@@ -41,6 +41,14 @@ def wake_now(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
     return [r[0] for r in rows]
 
 
+def fast_forward(conn: psycopg.Connection, queues: Sequence[str], *, waits: bool = False) -> int:
+    """Tests only: end the sleeps (and with `waits`, the wait timeouts) of these queues' parked jobs now and
+    wake them; how many woke."""
+    with conn.transaction():
+        conn.execute(Q.fast_forward, {"queues": list(queues), "waits": waits})
+    return sum(wake_due(conn).values())
+
+
 @dataclass(frozen=True)
 class ParkedRepair:
     """What a sweeper pass repaired: parked jobs whose signal had come, and parked jobs with no wait row."""

@@ -182,3 +182,22 @@ DELETE FROM job_signals
 -- name: parked_counts
 -- Parked jobs per queue (the metrics' parked state, the console's counts), from the narrow wait rows.
 SELECT queue, count(*) FROM job_waits GROUP BY queue
+
+-- name: fast_forward
+-- Tests only (skiplock.testing.run_durable): the parked jobs of these queues whose sleep has not ended (and,
+-- with %(waits)s, whose wait has a timeout) get their stored time moved to now, and run_at with it, so
+-- that the wake pass wakes them at once and their re-run passes the sleep (or sees the timeout).
+WITH parked AS (
+    SELECT w.job_id, w.sleep, w.key FROM job_waits w
+     WHERE w.queue = ANY(%(queues)s::text[])
+       AND (w.sleep IS NOT NULL OR (%(waits)s AND w.wake_at < '9999-12-31 00:00:00+00'))
+), moved AS (
+    UPDATE job_steps s SET result = to_jsonb(now())
+      FROM parked p
+     WHERE s.job_id = p.job_id
+       AND s.name = CASE WHEN p.sleep IS NOT NULL THEN 'sleep:' || p.sleep ELSE 'timeout:' || p.key END
+)
+UPDATE jobs j SET run_at = now()
+  FROM parked p
+ WHERE j.id = p.job_id AND j.status = 'parked'
+RETURNING j.id
