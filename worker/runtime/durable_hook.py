@@ -41,6 +41,9 @@ class DurableHook(RunHook):
     def caught(self, job: ClaimedJob, exc: BaseException) -> Outcome | None:
         if isinstance(exc, Park):
             return Outcome(job.id, job.queue, job.attempts, OutcomeStatus.PARKED)
+        if isinstance(exc, cursors.RunReleased):
+            # the graceful stop released the job (attempt given back, cursors written): no ack either
+            return Outcome(job.id, job.queue, job.attempts, OutcomeStatus.PARKED, error="released at shutdown")
         return None
 
     def after(self, job: ClaimedJob, outcome: Outcome, seconds: float, exc: BaseException | None) -> Outcome:

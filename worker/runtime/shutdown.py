@@ -148,7 +148,10 @@ class Shutdown:
 
     def _write_cursors(self, ids: list[int]) -> None:
         """The cursors the unfinished runs saved since the last write, before their release ends the fence:
-        the job resumes elsewhere from where this run got to."""
+        the job resumes elsewhere from where this run got to. A sync handler still running cannot be
+        stopped from outside: its next save_cursor() raises RunReleased, so it does no item the next run
+        would redo."""
+        cursors.release(self.worker_id, ids)  # first: a save after the write below would be lost
         try:
             with self._row_writes, self._rows_connection() as conn:
                 written = cursors.flush(conn, self.worker_id, ids)

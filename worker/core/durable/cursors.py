@@ -22,11 +22,27 @@ Q = queries("durable")
 # hold several workers (tests), and each writes only what its runs saved, fenced on itself.
 _PENDING: dict[tuple[str, int], tuple[int, dict[str, str]]] = {}
 _LOCK = threading.Lock()
+# Runs whose job the worker released at a graceful stop: their handler threads cannot be stopped from
+# outside, so their next save_cursor() stops them, instead of doing items the next run will redo.
+_RELEASED: set[tuple[str, int]] = set()
+
+
+class RunReleased(BaseException):
+    """The worker released this run's job (a graceful stop wrote its cursors): the handler stops here.
+    A BaseException, so a handler's `except Exception` lets it by."""
+
+
+def release(worker_id: str, job_ids: Sequence[int]) -> None:
+    """These runs' jobs are being released: their handlers' next save_cursor() raises RunReleased."""
+    with _LOCK:
+        _RELEASED.update((worker_id, job_id) for job_id in job_ids)
 
 
 def save(worker_id: str, job_id: int, attempt: int, name: str, text: str) -> None:
     """Hold cursor `name` of this run as JSON `text` until the next write."""
     with _LOCK:
+        if (worker_id, job_id) in _RELEASED:
+            raise RunReleased(f"job {job_id} was released by its worker's graceful stop")
         entry = _PENDING.get((worker_id, job_id))
         if entry is None or entry[0] != attempt:
             entry = _PENDING[(worker_id, job_id)] = (attempt, {})
