@@ -9,6 +9,7 @@ from skiplock.tools.testing import (
     DrainedJob,
     DrainLimitExceeded,
     EnqueuedJob,
+    SimulatedCrash,
     assert_enqueued,
     drain,
     enqueued_jobs,
@@ -17,7 +18,6 @@ from skiplock.tools.testing import (
     skiplock_database_url,
     skiplock_db,
 )
-from skiplock.tools.testing_durable import SimulatedCrash
 
 __all__ = ["DrainLimitExceeded", "DrainedJob", "EnqueuedJob", "SimulatedCrash", "assert_enqueued", "drain",
            "enqueued_jobs", "run_durable", "skiplock_conn", "skiplock_database_url", "skiplock_db"]

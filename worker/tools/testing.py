@@ -55,6 +55,7 @@ from skiplock.core.registry import REGISTRY, Registry
 from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.tools import testing_durable as durable_runs
+from skiplock.tools.testing_durable import SimulatedCrash as SimulatedCrash  # skiplock.testing's name
 
 # Status names a drained job ends in, by the outcome's status (state_changes.Outcome.status).
 _FINAL_STATUS: dict[str, str] = {
