@@ -28,6 +28,7 @@ CREATE TYPE public.job_status AS ENUM (
     'waiting',
     'queued',
     'running',
+    'parked',
     'succeeded',
     'failed',
     'dead'
@@ -332,6 +333,85 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_park(bigint, text, integer, text, text, timestamp with time zone, double precision, text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_park(p_job bigint, p_worker text, p_attempt integer, p_step text, p_key text, p_until timestamp with time zone, p_seconds double precision, p_cursor_names text[], p_cursor_values text[], OUT outcome text, OUT value jsonb) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    wake timestamptz;
+    queue_name text;
+    sent jsonb;
+BEGIN
+    IF p_key IS NOT NULL THEN
+        -- the signal's lock (skiplock_signal): whichever of the two commits second sees the other's rows
+        PERFORM pg_advisory_xact_lock(1936418931, hashtext(p_key));
+    END IF;
+    SELECT j.queue INTO queue_name FROM jobs j
+     WHERE j.id = p_job AND j.worker_id = p_worker AND j.attempts = p_attempt AND j.status = 'running'
+       FOR UPDATE;
+    IF queue_name IS NULL THEN
+        outcome := 'lost';
+        RETURN;
+    END IF;
+    -- the run's cursors, whatever follows: it parks, or it goes on and the next flush needs none of these
+    INSERT INTO job_cursors (job_id, name, value, saved_at)
+    SELECT p_job, c.name, c.value::jsonb, now() FROM unnest(p_cursor_names, p_cursor_values) AS c(name, value)
+    ON CONFLICT (job_id, name) DO UPDATE SET value = EXCLUDED.value, saved_at = EXCLUDED.saved_at;
+
+    IF p_key IS NOT NULL THEN
+        SELECT s.payload INTO sent FROM job_signals s WHERE s.key = p_key;
+        IF FOUND THEN  -- the signal came first: the wait returns it now, and every later run too
+            INSERT INTO job_steps (job_id, name, result, attempt)
+            VALUES (p_job, 'wait_for:' || p_key, jsonb_build_object('payload', sent), p_attempt)
+            ON CONFLICT (job_id, name) DO NOTHING;
+            outcome := 'signal';
+            value := sent;
+            RETURN;
+        END IF;
+        -- the deadline is set by the first park and kept: an early wake does not extend it
+        IF p_seconds IS NOT NULL THEN
+            INSERT INTO job_steps (job_id, name, result, attempt)
+            VALUES (p_job, 'timeout:' || p_key, to_jsonb(now() + make_interval(secs => p_seconds)), p_attempt)
+            ON CONFLICT (job_id, name) DO NOTHING;
+        END IF;
+        SELECT (st.result #>> '{}')::timestamptz INTO wake FROM job_steps st
+         WHERE st.job_id = p_job AND st.name = 'timeout:' || p_key;
+        IF wake IS NOT NULL AND wake <= now() THEN
+            INSERT INTO job_steps (job_id, name, result, attempt)
+            VALUES (p_job, 'wait_for:' || p_key, '{"timeout": true}', p_attempt)
+            ON CONFLICT (job_id, name) DO NOTHING;
+            outcome := 'timeout';
+            RETURN;
+        END IF;
+        -- no timeout: "never" is 9999-12-31, not 'infinity', which psycopg cannot read into a datetime (every
+        -- reader of jobs.run_at, the console's included, would fail on a parked job)
+        wake := coalesce(wake, '9999-12-31 00:00:00+00');
+    ELSE
+        -- a sleep: its wake time is stored once, by the first run that reaches it
+        INSERT INTO job_steps (job_id, name, result, attempt)
+        VALUES (p_job, p_step, to_jsonb(coalesce(p_until, now() + make_interval(secs => p_seconds))), p_attempt)
+        ON CONFLICT (job_id, name) DO NOTHING;
+        SELECT (st.result #>> '{}')::timestamptz INTO wake FROM job_steps st
+         WHERE st.job_id = p_job AND st.name = p_step;
+        IF wake <= now() THEN
+            outcome := 'passed';
+            RETURN;
+        END IF;
+    END IF;
+
+    UPDATE jobs SET status = 'parked', worker_id = NULL, lease_until = NULL, run_at = wake,
+                    attempts = greatest(attempts - 1, 0)
+     WHERE id = p_job;
+    INSERT INTO job_waits (job_id, queue, sleep, key, wake_at)
+    VALUES (p_job, queue_name, CASE WHEN p_key IS NULL THEN substr(p_step, 7) END, p_key, wake)
+    ON CONFLICT (job_id) DO UPDATE SET queue = EXCLUDED.queue, sleep = EXCLUDED.sleep, key = EXCLUDED.key,
+                                       wake_at = EXCLUDED.wake_at, parked_at = now();
+    outcome := 'parked';
+END $$;
+
+--
 -- Name: skiplock_rearm(bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -611,6 +691,50 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_signal(text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_signal(p_key text, p_payload jsonb DEFAULT NULL::jsonb) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    woken int;
+    queues text[];
+BEGIN
+    IF p_key IS NULL THEN
+        RAISE EXCEPTION 'skiplock_signal: the key must not be NULL';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1936418931, hashtext(p_key));
+    INSERT INTO job_signals (key, payload) VALUES (p_key, p_payload) ON CONFLICT (key) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    -- jobs first, then their wait rows: the wake pass locks them in this order too
+    WITH waiters AS (
+        SELECT w.job_id FROM job_waits w WHERE w.key = p_key
+    ), woke AS (
+        UPDATE jobs j SET status = 'queued', run_at = now()
+          FROM waiters
+         WHERE j.id = waiters.job_id AND j.status = 'parked'
+        RETURNING j.id, j.queue, j.attempts
+    ), gone AS (
+        DELETE FROM job_waits w USING woke WHERE w.job_id = woke.id AND w.key = p_key
+        RETURNING w.job_id
+    ), recorded AS (
+        INSERT INTO job_steps (job_id, name, result, attempt)
+        SELECT woke.id, 'wait_for:' || p_key, jsonb_build_object('payload', p_payload), woke.attempts
+          FROM woke JOIN gone ON gone.job_id = woke.id
+        ON CONFLICT (job_id, name) DO NOTHING
+    )
+    -- (a data-modifying CTE runs to its end whether or not it is read)
+    SELECT count(*)::int, array_agg(DISTINCT woke.queue) INTO woken, queues FROM woke;
+    IF woken > 0 THEN
+        PERFORM pg_notify('skiplock_jobs', q) FROM unnest(queues) AS q;
+    END IF;
+    RETURN woken;
+END $$;
+
+--
 -- Name: skiplock_tenant_hops(text, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -753,6 +877,17 @@ CREATE SEQUENCE public.job_batches_id_seq
 ALTER SEQUENCE public.job_batches_id_seq OWNED BY public.job_batches.id;
 
 --
+-- Name: job_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_cursors (
+    job_id bigint NOT NULL,
+    name text NOT NULL,
+    value jsonb,
+    saved_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: job_deps; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -820,6 +955,16 @@ CREATE TABLE public.job_runtimes (
 );
 
 --
+-- Name: job_signals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_signals (
+    key text NOT NULL,
+    payload jsonb,
+    sent_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: job_stats; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -870,6 +1015,32 @@ CREATE TABLE public.job_stats_totals (
     failed bigint DEFAULT 0 NOT NULL,
     dead bigint DEFAULT 0 NOT NULL,
     reaped bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: job_steps; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_steps (
+    job_id bigint NOT NULL,
+    name text NOT NULL,
+    result jsonb,
+    attempt integer NOT NULL,
+    done_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: job_waits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_waits (
+    job_id bigint NOT NULL,
+    queue text NOT NULL,
+    sleep text,
+    key text,
+    wake_at timestamp with time zone NOT NULL,
+    parked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_waits_one_kind CHECK (((sleep IS NULL) <> (key IS NULL)))
 );
 
 --
@@ -1224,6 +1395,13 @@ ALTER TABLE ONLY public.job_batches
     ADD CONSTRAINT job_batches_pkey PRIMARY KEY (id);
 
 --
+-- Name: job_cursors job_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_cursors
+    ADD CONSTRAINT job_cursors_pkey PRIMARY KEY (job_id, name);
+
+--
 -- Name: job_deps job_deps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1252,6 +1430,13 @@ ALTER TABLE ONLY public.job_runtimes
     ADD CONSTRAINT job_runtimes_pkey PRIMARY KEY (minute, queue, worker_id);
 
 --
+-- Name: job_signals job_signals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_signals
+    ADD CONSTRAINT job_signals_pkey PRIMARY KEY (key);
+
+--
 -- Name: job_stats_hourly job_stats_hourly_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1278,6 +1463,20 @@ ALTER TABLE ONLY public.job_stats_rollup
 
 ALTER TABLE ONLY public.job_stats_totals
     ADD CONSTRAINT job_stats_totals_pkey PRIMARY KEY (queue);
+
+--
+-- Name: job_steps job_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_steps
+    ADD CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name);
+
+--
+-- Name: job_waits job_waits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_waits
+    ADD CONSTRAINT job_waits_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1418,10 +1617,22 @@ CREATE INDEX job_results_finished_idx ON public.job_results USING btree (finishe
 CREATE INDEX job_runtimes_minute_idx ON public.job_runtimes USING btree (minute);
 
 --
+-- Name: job_signals_sent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_signals_sent_idx ON public.job_signals USING btree (sent_at);
+
+--
 -- Name: job_stats_minute_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX job_stats_minute_idx ON public.job_stats USING btree (minute);
+
+--
+-- Name: job_waits_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_waits_key_idx ON public.job_waits USING btree (key) WHERE (key IS NOT NULL);
 
 --
 -- Name: job_watchers_job_idx; Type: INDEX; Schema: public; Owner: -
@@ -1496,6 +1707,12 @@ CREATE INDEX jobs_lock_key_idx ON public.jobs USING btree (lock_key) WHERE ((loc
 CREATE UNIQUE INDEX jobs_lock_key_running ON public.jobs USING btree (lock_key) WHERE ((status = 'running'::public.job_status) AND (lock_key IS NOT NULL));
 
 --
+-- Name: jobs_parked_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_parked_idx ON public.jobs USING btree (run_at) WHERE (status = 'parked'::public.job_status);
+
+--
 -- Name: jobs_payload_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1529,7 +1746,7 @@ CREATE INDEX jobs_tenant_ready_idx ON public.jobs USING btree (queue, tenant, pr
 -- Name: jobs_unique_inflight; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX jobs_unique_inflight ON public.jobs USING btree (unique_key) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'running'::public.job_status]));
+CREATE UNIQUE INDEX jobs_unique_inflight ON public.jobs USING btree (unique_key) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'running'::public.job_status, 'parked'::public.job_status]));
 
 --
 -- Name: jobs_unique_key_idx; Type: INDEX; Schema: public; Owner: -

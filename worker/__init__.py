@@ -2,7 +2,8 @@
 
 Producers: `enqueue`, `enqueue_many`, and for asyncio `enqueue_async`, `enqueue_many_async`.
 Handlers: `@task`, `recurring`, and the exceptions that steer a job (`PermanentFailure`, `Discard`,
-`RetryAfter`, `Snooze`). The console is `skiplock.webapp`.
+`RetryAfter`, `Snooze`). Durable jobs: `job.step`, `job.sleep`, `job.wait_for` (JobContext), `signal`,
+`WaitTimeout`. The console is `skiplock.webapp`.
 
 The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
 this one package at build time (pyproject.toml), so users import one name: `skiplock`.
@@ -10,6 +11,9 @@ this one package at build time (pyproject.toml), so users import one name: `skip
 
 from importlib.metadata import PackageNotFoundError, version
 
+# Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
+# pay for it. The worker wires its services itself (Worker._start_services).
+from skiplock.core.durable.signals import signal, signal_async
 from skiplock.core.errors import (
     ConfigError,
     Discard,
@@ -19,10 +23,8 @@ from skiplock.core.errors import (
     RetryAfter,
     SkiplockError,
     Snooze,
+    WaitTimeout,
 )
-
-# Nothing here imports the worker runtime (runner, APScheduler): a producer-only process does not
-# pay for it. The worker wires its services itself (Worker._start_services).
 from skiplock.core.features import hooks
 from skiplock.core.features.hooks import on_dead, on_failure
 from skiplock.core.job_context import JobContext
@@ -50,7 +52,8 @@ from skiplock.services.recurring_defs import recurring
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they
 # happen to live in (which moved once already, when the layers became sub-packages).
 for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
-                SkiplockError, Snooze, JobFailed, JobNotFound, ResultNotReady, ResultNotStored, ResultTooLarge):
+                SkiplockError, Snooze, WaitTimeout, JobFailed, JobNotFound, ResultNotReady, ResultNotStored,
+                ResultTooLarge):
     _public.__module__ = __name__
 
 # @task's extra keywords and what takes each: the one list (nothing registers itself on import).
@@ -87,6 +90,7 @@ __all__ = [
     "RetryAfter",
     "SkiplockError",
     "Snooze",
+    "WaitTimeout",
     "__version__",
     "batch",
     "batch_status",
@@ -98,6 +102,8 @@ __all__ = [
     "on_failure",
     "recurring",
     "result",
+    "signal",
+    "signal_async",
     "status",
     "task",
     "wait",

@@ -12,12 +12,15 @@ from skiplock.tools.testing import (
     DrainedJob,
     DrainLimitExceeded,
     EnqueuedJob,
+    SimulatedCrash,
     assert_enqueued,
     drain,
     enqueued_jobs,
+    run_durable,
 )
 
-__all__ = ["DrainLimitExceeded", "DrainedJob", "EnqueuedJob", "assert_enqueued", "drain", "enqueued_jobs"]
+__all__ = ["DrainLimitExceeded", "DrainedJob", "EnqueuedJob", "SimulatedCrash", "assert_enqueued", "drain",
+           "enqueued_jobs", "run_durable"]
 
 if importlib.util.find_spec("pytest") is not None:  # the fixtures are pytest's; the functions are not
     from skiplock.tools.testing_fixtures import skiplock_conn, skiplock_database_url, skiplock_db

@@ -1,5 +1,6 @@
 """The transition table against the SQL guards: every operator action from every situation, on real
-PostgreSQL, with each job brought to its situation by the queue core itself (enqueue, claim, ack).
+PostgreSQL, with each job brought to its situation by the queue core itself (enqueue, claim, ack; a parked
+job by its handler's job.sleep).
 
 An allowed action changes the job to the table's result; a forbidden one returns no id and leaves
 the row exactly as it was.
@@ -7,6 +8,7 @@ the row exactly as it was.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -14,6 +16,8 @@ import pytest
 
 from skiplock import enqueue
 from skiplock.core import state_changes
+from skiplock.core.errors import Park
+from skiplock.core.job_context import JobContext
 from skiplock.core.transitions import SITUATIONS, TRANSITIONS, allowed, situation
 
 WORKER = "transitions-test-worker"
@@ -43,6 +47,12 @@ def make(conn: psycopg.Connection, where: str) -> int:
         return job_id
     if where == "running":
         return _claimed(conn, queue).id
+    if where == "parked":  # a durable job's handler parked it: job.sleep, as a handler does it
+        claimed = _claimed(conn, queue)
+        with pytest.raises(Park):
+            JobContext(claimed.id, claimed.queue, claimed.attempts, claimed.max_attempts, 0, datetime.now(UTC),
+                       datetime.now(UTC), datetime.now(UTC), None, WORKER).sleep("nap", 3600)
+        return claimed.id
     return _finish(conn, queue, {"succeeded": "ok", "failed": "failed", "dead": "dead"}[where],
                    None if where == "succeeded" else f"ValueError: made {where}")
 
@@ -56,7 +66,7 @@ def where_now(conn: psycopg.Connection, job_id: int) -> str:
     return "deleted" if found is None else situation(found[0], found[1])
 
 
-@pytest.mark.parametrize("where", SITUATIONS)
+@pytest.mark.parametrize("where", [*SITUATIONS, "parked"])  # parked: a job page's situation, not a tab
 @pytest.mark.parametrize("action", [t.action for t in TRANSITIONS])
 def test_every_action_from_every_situation(conn: psycopg.Connection, where: str, action: str) -> None:
     transition = next(t for t in TRANSITIONS if t.action == action)

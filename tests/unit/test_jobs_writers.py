@@ -18,18 +18,23 @@ _HEADER = re.compile(r"^-- writes jobs: (yes, (because|through) .+|no)$", re.M)
 # on its "-- writes jobs:" line.
 FUNCTIONS_THAT_WRITE_JOBS = {
     "skiplock_batch_call_back", "skiplock_check_edge", "skiplock_count_batch_members", "skiplock_enqueue_after",
-    "skiplock_notify_jobs", "skiplock_rearm", "skiplock_reopen", "skiplock_settle",
+    "skiplock_notify_jobs", "skiplock_park", "skiplock_rearm", "skiplock_reopen", "skiplock_settle", "skiplock_signal",
 }
 
 # The Python modules that execute a statement that writes jobs. state_changes: every transition of a job
 # that exists. The producers: their INSERTs (and a batch's seal, which may insert its callbacks) run in the
 # caller's own transaction through whichever driver it holds (core/plumbing/adapters.py), sync or async.
-# The benchmark's stand-in for a producer that knows only SQL (its documented INSERT).
+# The benchmark's stand-in for a producer that knows only SQL (its documented INSERT). Durable jobs
+# (core/durable/, statements in core/sql/durable.sql): a handler parks its own run (run.py, skiplock_park),
+# a signal joins its caller's transaction like an enqueue (signals.py, skiplock_signal), and the service's
+# wakes (parked -> queued: the timer's pass, an operator's wake, the sweeper's repair) are each one guarded
+# statement.
 PYTHON_THAT_WRITES_JOBS = {
     "worker/core/state_changes.py",
     "worker/core/producer.py", "worker/core/producer_async.py", "worker/core/linked_insert.py",
     "worker/core/workflows/batches.py",
     "worker/tools/bench.py",
+    "worker/core/durable/run.py", "worker/core/durable/signals.py", "worker/core/durable/service.py",
 }
 
 

@@ -201,6 +201,9 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
                "skiplock.core.producer", "skiplock.core.producer_async"}),
     ("features/", set()),
     ("workflows/", set()),
+    # durable jobs' steps, cursors, parking and signals (docs/explanation/durable-jobs.md): the queue's producer
+    # pool below them, a handler's `job` above
+    ("durable/", set()),
     # what an operator and a task's author call: the operator's actions, @task, typed tasks, a handler's `job`
     ("faces", {"skiplock.core.transitions", "skiplock.core.task_decorator", "skiplock.core.typed",
                "skiplock.core.job_context"}),

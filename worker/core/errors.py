@@ -89,3 +89,20 @@ class RetryAfter(HandlerSignal):
             raise ValueError("RetryAfter needs a delay >= 0 seconds")
         self.seconds = float(seconds)
         super().__init__(message or f"retry requested in {self.seconds:g}s")
+
+
+# ---- durable jobs (docs/explanation/durable-jobs.md) -------------------------------------------
+
+
+class WaitTimeout(SkiplockError):
+    """job.wait_for(key, timeout=...) saw no signal before its timeout; the handler may catch it."""
+
+    def __init__(self, key: str, message: str = "") -> None:
+        self.key = key
+        super().__init__(message or f"no signal for {key!r} before the wait's timeout")
+
+
+class Park(BaseException):
+    """Internal: job.sleep / job.wait_for parked the job (skiplock_park committed it). The handler unwinds
+    and the worker ends the run with no ack. A BaseException, so a handler's `except Exception` cannot
+    swallow it and go on running a job that is no longer its own."""

@@ -7,12 +7,14 @@ producer's pool and the workflow modules, none of which may import the task tabl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from skiplock.core import state_changes
+from skiplock.core.durable import run as durable_run
 from skiplock.core.errors import Cancelled, JobOwnershipLost
 from skiplock.core.features import progress
 from skiplock.core.features.cancel import is_requested
@@ -46,6 +48,8 @@ class JobContext:
     # transaction: the worker then leaves the job to that transaction and does not ack it again.
     _completed: list[bool] = field(default_factory=list, compare=False, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # parents, read once
+    # The run's durable state (core/durable/run.py), made on the first durable call: most jobs never make one.
+    _durable: list[durable_run.DurableRun] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def completed_in_transaction(self) -> bool:
@@ -81,6 +85,70 @@ class JobContext:
                 f"job {self.id}: attempt {self.attempt} on worker {self.worker_id} no longer owns it "
                 "(lease lost); roll this transaction back")
         self._completed.append(True)
+
+    # ---- durable jobs (docs/howto/durable-jobs.md): re-run from the top, what is stored is skipped --------
+
+    @property
+    def durable(self) -> durable_run.DurableRun:
+        """This run's steps and cursors (read from the database once, on first use)."""
+        if not self._durable:
+            self._durable.append(durable_run.DurableRun(self.id, self.attempt, self.worker_id,
+                                                    lambda: default_pool().connection()))
+        return self._durable[0]
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once for this job and store its JSON-serialisable result under `name`;
+        a later run of the job returns the stored result without calling `fn`. The result is stored (one
+        fenced round trip) before this returns. A step that raises is not stored."""
+        return self.durable.step(name, fn, *args, **kwargs)
+
+    async def step_async(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """step() for async handlers: `fn` may be an `async def` (awaited) or a plain function."""
+        return await self.durable.step_async(name, fn, *args, **kwargs)
+
+    def cursor(self, name: str) -> Any:
+        """The last value saved for cursor `name` (by this run or an earlier one), or None."""
+        return self.durable.cursor(name)
+
+    async def cursor_async(self, name: str) -> Any:
+        """cursor() for async handlers (its first read of the job's stored state runs on a thread)."""
+        return await asyncio.to_thread(self.durable.cursor, name)
+
+    def save_cursor(self, name: str, value: Any) -> None:
+        """Save cursor `name`'s JSON-serialisable value: held in memory (cheap per item), written by the
+        worker about once a second, when the job parks, when the run ends and at a graceful shutdown."""
+        self.durable.save_cursor(name, value)
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """Park this job for `seconds` (its slot, connection and attempt are freed); the handler runs again
+        from the top when the time comes, and this call then returns. `name` identifies the sleep."""
+        durable_run.unwind(self.durable.sleep_outcome(name, seconds=seconds))
+
+    def sleep_until(self, name: str, when: datetime) -> None:
+        """Park this job until `when` (an aware datetime); see sleep()."""
+        durable_run.unwind(self.durable.sleep_outcome(name, until=when))
+
+    async def sleep_async(self, name: str, seconds: float) -> None:
+        """sleep() for async handlers."""
+        outcome = await asyncio.to_thread(lambda: self.durable.sleep_outcome(name, seconds=seconds))
+        durable_run.unwind(outcome)
+
+    async def sleep_until_async(self, name: str, when: datetime) -> None:
+        """sleep_until() for async handlers."""
+        outcome = await asyncio.to_thread(lambda: self.durable.sleep_outcome(name, until=when))
+        durable_run.unwind(outcome)
+
+    def wait_for(self, key: str, timeout: float | None = None) -> Any:
+        """The payload of `skiplock.signal(key, payload)`: at once if it was sent already, else the job parks
+        until it comes and this call returns it on the next run. After `timeout` seconds without it (counted
+        from the first wait), skiplock.WaitTimeout is raised here instead."""
+        outcome, value = self.durable.wait_outcome(key, timeout)
+        return durable_run.answer(key, outcome, value)
+
+    async def wait_for_async(self, key: str, timeout: float | None = None) -> Any:
+        """wait_for() for async handlers."""
+        outcome, value = await asyncio.to_thread(self.durable.wait_outcome, key, timeout)
+        return durable_run.answer(key, outcome, value)
 
     @property
     def cancel_requested(self) -> bool:

@@ -4,7 +4,11 @@
                  ^                  |--error, attempts left--> queued (run_at = now + backoff)
                  |                  |--error, exhausted / PermanentFailure--> dead
                  |                  |--Discard--> failed
-                 |                  '--lease expired--> queued, or dead on the last attempt (reaper)
+                 |                  |--lease expired--> queued, or dead on the last attempt (reaper)
+                 |                  '--job.sleep / job.wait_for--> parked (attempt given back)
+                 |                                                   |--run_at reached (wake pass)--> queued
+                 |                                                   |--skiplock.signal(key)--> queued
+                 |                                                   '--operator: wake now -> queued, cancel -> failed
                  '--- operator: retry dead/failed, release running, cancel queued -> failed ---'
 """
 
@@ -24,6 +28,11 @@ class JobStatus(StrEnum):
     # Owned by worker_id until lease_until; the worker's ack, the reaper, a graceful release or
     # an operator's release moves it out.
     RUNNING = "running"
+    # A durable job sleeping until run_at, or waiting for a signal (run_at is then its timeout, or
+    # 9999-12-31, "never"); holds no lease, no worker and no attempt (migration 034). The wake pass (run_at
+    # reached), skiplock_signal() on its key or an operator moves it to queued; an operator's cancel to
+    # failed. Not final: its workflow dependents keep waiting (docs/explanation/durable-jobs.md).
+    PARKED = "parked"
     # Finished without error. Only stored when history is kept; the pruner deletes it later.
     SUCCEEDED = "succeeded"
     # Finished unsuccessfully on purpose (operator cancel, handler Discard); no dead letter.
@@ -51,9 +60,12 @@ class OutcomeStatus(StrEnum):
     DEAD = "dead"  # failed for good: attempts exhausted, PermanentFailure, or a lease lost on the last attempt
     FAILED = "failed"  # finished unsuccessfully on purpose (Discard)
     SNOOZED = "snoozed"  # queued again later, the attempt given back (Snooze)
+    # The handler parked the job itself (job.sleep / job.wait_for, in skiplock_park's transaction): the
+    # run ends with no ack to write, its attempt given back. The acker never receives it.
+    PARKED = "parked"
 
 
-# The outcomes of a run that failed (hooks are told, the run's span is an error); not ok, not snoozed.
+# The outcomes of a run that failed (hooks are told, the run's span is an error); not ok, snoozed or parked.
 FAILED_RUNS = (OutcomeStatus.RETRY, OutcomeStatus.DEAD, OutcomeStatus.FAILED)
 
 

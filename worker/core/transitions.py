@@ -7,7 +7,8 @@ tests/integration/test_transitions.py drives every action from every state again
 table and the SQL guards agree.
 
 A job's *situation* is its status with 'queued' split on run_at, as the queue page's tabs are:
-ready, scheduled, running, succeeded, failed, dead.
+ready, scheduled, running, succeeded, failed, dead. A waiting or parked job's situation is its status: they
+are not tabs of the queue page, but their job page offers the actions whose sources name them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import psycopg
 
 from skiplock.core import state_changes
+from skiplock.core.durable import service as durable_service
 from skiplock.core.features import cancel
 from skiplock.core.status import JobStatus
 
@@ -52,7 +54,12 @@ def _release(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[i
     return [job_id for job_id, _queue, _status in state_changes.release_running(conn, ids, actor)]
 
 
+def _wake(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
+    return durable_service.wake_now(conn, ids)
+
+
 _FINISHED_BADLY = frozenset({JobStatus.DEAD.value, JobStatus.FAILED.value})
+_PARKED = frozenset({JobStatus.PARKED.value})
 _RUNNING = frozenset({JobStatus.RUNNING.value})
 
 TRANSITIONS: tuple[Transition, ...] = (
@@ -60,10 +67,13 @@ TRANSITIONS: tuple[Transition, ...] = (
                False, lambda conn, ids, actor: state_changes.retry_finished(conn, ids)),
     Transition("run-now", "Run now", frozenset({SCHEDULED}), READY, "made ready now",
                "it is not a scheduled queued job", False, lambda conn, ids, actor: state_changes.run_now(conn, ids)),
-    # a waiting job (it has parents) is cancelled the same way; its dependents are cancelled with it
-    Transition("cancel", "Cancel", frozenset({READY, SCHEDULED, JobStatus.WAITING.value}), JobStatus.FAILED.value,
-               "cancelled",
-               "it is not queued", True, state_changes.cancel_queued),
+    # a waiting job (it has parents) is cancelled the same way; its dependents are cancelled with it; and a
+    # parked durable job (it holds nothing, so nothing needs to stop)
+    Transition("cancel", "Cancel", frozenset({READY, SCHEDULED, JobStatus.WAITING.value, JobStatus.PARKED.value}),
+               JobStatus.FAILED.value, "cancelled", "it is not queued or parked", True, state_changes.cancel_queued),
+    # a parked durable job runs now: a sleep not yet over, or a wait with no signal, parks it again on its
+    # re-run (its stored steps are skipped); "send signal" is by key, not by job (skiplock.signal)
+    Transition("wake", "Wake now", _PARKED, READY, "woken: it runs now", "it is not parked", False, _wake),
     Transition("purge", "Purge", _FINISHED_BADLY, DELETED, "purged", "it is not dead or failed",
                True, lambda conn, ids, actor: state_changes.purge_finished(conn, ids)),
     # back to ready at once, or dead when it was the last attempt; the handler itself is not stopped

@@ -490,6 +490,25 @@ def check_recurring(conn: psycopg.Connection, settings: Settings) -> Check:
                  "configuration, then retry it; pause the schedule meanwhile if its runs do harm.", details)
 
 
+# ---- 11. parked durable jobs that nothing can wake -----------------------------------------------------
+
+def check_parked(conn: psycopg.Connection, settings: Settings) -> Check:
+    """Parked jobs with no time and no signal key: no wake pass and no signal can ever move them."""
+    from skiplock.core.durable import service
+
+    name = "parked jobs"
+    count, oldest = service.unwakeable(conn)
+    if not count:
+        return Check(name, OK, "Every parked job has a time or a signal key that wakes it.")
+    details = [{"job": job_id, "queue": queue, "parked_at": f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "unknown"}
+               for job_id, queue, at in oldest]
+    return Check(name, FAIL, f"{count} parked job(s) have no wake time and no signal key: nothing will ever wake "
+                 "them.", "Run a worker (its parked-job sweeper puts a parked job with no wait row back in its "
+                 "queue within SKIPLOCK_SWEEP_INTERVAL), and look for what changed these rows outside skiplock "
+                 "(a hand-written UPDATE of jobs or DELETE of job_waits). `skiplock jobs wake ID` runs one now.",
+                 details)
+
+
 # ---- running them ----------------------------------------------------------------------------------
 
 CHECKS: list[tuple[str, Callable[..., Check]]] = [
@@ -503,6 +522,7 @@ CHECKS: list[tuple[str, Callable[..., Check]]] = [
     ("workflows", check_workflows),
     ("workers", check_workers),
     ("recurring runs", check_recurring),
+    ("parked jobs", check_parked),
 ]
 
 

@@ -22,6 +22,7 @@ import psycopg
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from skiplock.core.durable import service as durable_service
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 from skiplock.monitor.autoscale import Damper, queue_loads
 
@@ -236,8 +237,9 @@ class SkiplockCollector(Collector):
         queued_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": JobStatus.QUEUED.value})]
         dead_queues = [r[0] for r in conn.execute(QUEUES_WITH_STATUS, {"status": JobStatus.DEAD.value})]
         running = {q: int(n) for q, n in conn.execute(RUNNING_COUNTS)}
+        parked = durable_service.parked_counts(conn)  # durable jobs sleeping or waiting for a signal
         paused = {r[0] for r in conn.execute(PAUSED)}
-        queues = sorted(set(queued_queues) | set(dead_queues) | set(running) | paused)
+        queues = sorted(set(queued_queues) | set(dead_queues) | set(running) | set(parked) | paused)
 
         jobs = GaugeMetricFamily("skiplock_queue_jobs", "Jobs per queue and state (ready = queued and due)",
                                  labels=["queue", "state"])
@@ -255,7 +257,8 @@ class SkiplockCollector(Collector):
             ready_seen[queue] = ready
             dead = dead_count(conn, queue, self.count_cap) if queue in dead_queues else 0
             for state, value in (("ready", ready), ("scheduled", scheduled),
-                                 ("running", running.get(queue, 0)), ("dead", dead)):
+                                 ("running", running.get(queue, 0)), ("parked", parked.get(queue, 0)),
+                                 ("dead", dead)):
                 jobs.add_metric([queue, state], value)
             exact.add_metric([queue], 1 if is_exact else 0)
             age = kth_oldest_ready_age(conn, queue, 1) if ready else None

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from skiplock.core.durable import service as durable_service
 from skiplock.core.status import LIVE_WORKER_SECONDS, JobStatus
 
 AHEAD_CAP = 10_000
@@ -256,6 +257,30 @@ def _waiting(conn: psycopg.Connection, job_id: int) -> Reason:
                   facts={"open": open_, "total": total, "open_ids": ids})
 
 
+NEVER_YEAR = 9999  # a wait with no timeout parks until 9999-12-31 (migrations/functions/skiplock_park.sql)
+
+
+def _parked(conn: psycopg.Connection, job_id: int) -> Reason:
+    """A durable job parked by its handler: until a time (job.sleep), or until a signal (job.wait_for)."""
+    wait = durable_service.parked_on(conn, job_id)
+    if wait is None:
+        return Reason("parked", "It is parked, but nothing says what wakes it (no wait row): the sweeper puts it "
+                      "back in its queue within SKIPLOCK_SWEEP_INTERVAL.", facts={})
+    until = wait["wake_at"]
+    forever = until is None or until.year >= NEVER_YEAR
+    if wait["key"] is None:
+        return Reason("parked", f"It is sleeping ({wait['sleep']!r}) until {until:%Y-%m-%d %H:%M:%S %Z}: it "
+                      "holds no worker, no lease and no attempt, and runs again from the top within about a second "
+                      "of that time (its stored steps are skipped). \"Wake now\" runs it at once.",
+                      facts={"sleep": wait["sleep"], "until": until})
+    timeout = "with no timeout" if forever else f"until its timeout at {until:%Y-%m-%d %H:%M:%S %Z}"
+    return Reason("parked", f"It is waiting for the signal {wait['key']!r} {timeout}: it holds no worker, no lease "
+                  f"and no attempt. skiplock.signal({wait['key']!r}, payload), `skiplock jobs signal` or SQL "
+                  "skiplock_signal() wakes it." + ("" if forever else " At the timeout its handler gets "
+                                                   "skiplock.WaitTimeout."),
+                  facts={"key": wait["key"], "timeout": None if forever else until})
+
+
 def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0) -> list[Reason] | None:
     """The reasons job `job_id` is not running now (empty when nothing holds it back); None if no such job."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -268,6 +293,8 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
         return [lease] if lease else []
     if f["status"] == JobStatus.WAITING:
         return [_waiting(conn, job_id)]
+    if f["status"] == JobStatus.PARKED:
+        return [_parked(conn, job_id)]
     if f["status"] != JobStatus.QUEUED:
         return [Reason("finished", f"It is {f['status']}: it will not run again unless it is retried.",
                        blocking=False)]

@@ -215,9 +215,10 @@ class Executor:
         if outcome.status != OutcomeStatus.OK:
             # the attempt history (state_changes.record_attempts) lists each failure's duration
             outcome = outcome._replace(duration_ms=round(seconds * 1000, 1))
-        # job.complete(conn) already wrote the success in the handler's transaction: no second ack
-        self.finish(job, outcome, seconds * 1000, acked=outcome.status == OutcomeStatus.OK and context is not None
-                    and context.completed_in_transaction)
+        # job.complete(conn) already wrote the success in the handler's transaction, and a parked run's job
+        # was moved by the run itself (skiplock_park): no ack to write
+        self.finish(job, outcome, seconds * 1000, acked=outcome.status == OutcomeStatus.PARKED or (
+            outcome.status == OutcomeStatus.OK and context is not None and context.completed_in_transaction))
 
     def _stops_for_environment(self, job: state_changes.ClaimedJob, exc: BaseException) -> bool:
         """A handler that failed because this process is not set up (worker/runtime/environment.py):
@@ -264,6 +265,9 @@ class Executor:
             if log.isEnabledFor(level):
                 log.log(level, "job %d queue=%s attempt=%d/%d ok in %.1fms", job.id, job.queue, job.attempts,
                         job.max_attempts, duration_ms, extra=_log_fields(job, outcome, duration_ms))
+        elif outcome.status == OutcomeStatus.PARKED:  # job.sleep / job.wait_for (runtime/durable_hook.py)
+            log.info("job %d queue=%s parked, attempt not counted", job.id, job.queue,
+                     extra=_log_fields(job, outcome, duration_ms))
         elif outcome.status == OutcomeStatus.SNOOZED:  # the handler's choice, not a failure (snooze_batch)
             log.info("job %d queue=%s snoozed for %.1fs, attempt not counted", job.id, job.queue, outcome.delay,
                      extra=_log_fields(job, outcome, duration_ms))
@@ -275,7 +279,9 @@ class Executor:
                         job.attempts, job.max_attempts, verb, duration_ms, first_line(outcome.error),
                         extra=_log_fields(job, outcome, duration_ms))
         lane, held = self.ledger.finished(job, written=acked)
-        if acked:
+        if outcome.status == OutcomeStatus.PARKED:
+            self.counters.parked += 1
+        elif acked:
             self.counters.succeeded += 1
         capacity, threshold = lane.plan
         free, idle = capacity - held, not held

@@ -1,7 +1,8 @@
 """The heartbeat: the leases of the jobs a worker holds are extended, and cancel requests read.
 
 Each pass (`run_once`) extends, in one fenced statement (state_changes.heartbeat), the lease of every job
-the worker holds: handlers still running and finished jobs whose outcome is not written yet. In
+the worker holds: handlers still running and finished jobs whose outcome is not written yet. The
+handlers' progress and saved cursors are written with it, and between passes about once a second. In
 the same transaction it reads the operators' cancel requests for the running ones (cancel.refresh),
 and cancels the asyncio task of an async handler asked to stop. A job whose lease is no longer this
 worker's (reaped or released) is reported lost: its result will be dropped by the fenced ack.
@@ -16,13 +17,15 @@ import time
 from collections.abc import Callable
 
 from skiplock.core import state_changes
+from skiplock.core.durable import cursors
 from skiplock.core.features import cancel, progress
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.parts import WorkerParts
 
 log = logging.getLogger("skiplock.worker")
-# How often reported progress reaches the database at most: the console refreshes every 2 s.
+# How often reported progress and saved cursors reach the database at most: the console refreshes every
+# 2 s, and a SIGKILL loses the cursors saved since the last write (docs/howto/durable-jobs.md says so).
 PROGRESS_SECONDS = 1.0
 
 
@@ -54,6 +57,7 @@ class Heartbeat:
                                [i for i in running if i in kept])  # job.cancel_requested (core/features/cancel.py)
                 state_changes.write_progress(conn, self.worker_id,
                                              progress.take())  # job.progress() (core/features/progress.py)
+                cursors.flush(conn, self.worker_id)  # job.save_cursor() (core/durable/cursors.py), fenced
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:
@@ -73,14 +77,17 @@ class Heartbeat:
         return lost
 
     def write_progress(self) -> None:
-        """Write what handlers reported with job.progress() since the last write (between heartbeats)."""
+        """Write what handlers reported with job.progress() and saved with job.save_cursor() since the last
+        write (between heartbeats)."""
         reported = progress.take()
-        if not reported:
+        if not reported and not cursors.pending(self.worker_id):
             return
         try:
             with self._row_writes, self._connect() as conn:
                 state_changes.write_progress(conn, self.worker_id, reported)
-        except Exception as exc:  # progress is a display: a lost write is replaced by the next report
+                cursors.flush(conn, self.worker_id)
+        except Exception as exc:  # progress is a display: a lost write is replaced by the next report; a
+            # cursor lost here costs a resumed run the items since its previous write, as a SIGKILL would
             log.warning("progress not written (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
 
     def run(self, interval: float, done: threading.Event) -> None:
@@ -93,5 +100,5 @@ class Heartbeat:
             if time.monotonic() >= next_beat:
                 self.run_once()
                 next_beat = time.monotonic() + interval
-            elif progress.pending():
+            elif progress.pending() or cursors.pending(self.worker_id):
                 self.write_progress()

@@ -31,6 +31,7 @@ class Counters:
     ack_errors: int = 0
     lost_leases: int = 0
     snoozed: int = 0
+    parked: int = 0  # runs that parked their job (job.sleep / job.wait_for): no ack, attempt given back
     handed_off: int = 0  # jobs a producer's insert trigger handed to this worker (migration 020)
     claim_seconds: list[float] = field(default_factory=list)
 

@@ -17,10 +17,13 @@ and sees the final outcome last (tracing), and a hook appended at the end sits n
 handler (the first to see its exception). `after` runs for every hook, even when an earlier
 `before` raised. The standard order, outermost first:
 
-    tracing, latency, run times, lane sizing, payload versions, cancel, error hooks
+    tracing, latency, run times, lane sizing, payload versions, cancel, error hooks, durable jobs
 
 so the error hooks see the classified outcome, the cancel then turns it into "cancelled by <who>",
-and the timings and the trace see what is written. A hook does not override what it does not
+and the timings and the trace see what is written. The durable jobs' hook (runtime/durable_hook.py,
+appended by the Worker after these) sits nearest the handler: it turns a parked run into the PARKED
+outcome before any classification, and writes a run's cursors before anything else sees its outcome.
+A hook does not override what it does not
 need (RunHook's defaults do nothing); the executor skips the default methods, so a hook costs
 only the phases it uses.
 """

@@ -12,7 +12,7 @@ Threads, and what each one owns:
 - heartbeat (worker/runtime/heartbeat.py): extends the leases of running and not-yet-acked jobs.
 Both work over the held-jobs ledger (worker/runtime/ledger.py); the Worker wires them.
 - listener (built by the claimer): LISTEN/NOTIFY wake-ups, the claim for an idle lane, hand-offs.
-  APScheduler: reaper, worker registry, recurring, pruner.
+  APScheduler: reaper, worker registry, recurring, pruner, the durable jobs' wake pass.
 At a stop, worker/runtime/shutdown.py lets running handlers finish, acks, and releases the rest.
 """
 
@@ -37,6 +37,7 @@ from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.plumbing.db import connect, is_connection_error, make_pool, session_settings
+from skiplock.core.producer import default_pool
 from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.schema_state import (
     missing_after_running_migration,
@@ -47,6 +48,7 @@ from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
+from skiplock.runtime.durable_hook import DurableHook
 from skiplock.runtime.executor import Executor
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.heartbeat import Heartbeat
@@ -59,6 +61,7 @@ from skiplock.runtime.parts import WorkerParts
 from skiplock.runtime.run_hooks import standard_hooks
 from skiplock.runtime.shutdown import Shutdown
 from skiplock.services.alerts import AlertService
+from skiplock.services.durable_waker import WAKE_SECONDS, DurableWaker, ParkedSweeper
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
@@ -113,7 +116,10 @@ class Worker:
         # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
         self.waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues), self.leases,
                                [self.tasks[q].version for q in self.queues])
-        self.executor = Executor(self.parts, standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of))
+        # the standard hooks, and nearest the handler the durable jobs' (steps on the producer's pool)
+        hooks = [*standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of),
+                 DurableHook(self.worker_id, lambda: default_pool().connection())]
+        self.executor = Executor(self.parts, hooks)
         self.shutdown = Shutdown(self.parts, self.executor)
         self.claimer = Claimer(self.parts, self.queues, self.waiting, start_jobs=self.executor.start,
                                claim_connection=self._claim_connection, release=self.shutdown.release)
@@ -295,6 +301,9 @@ class Worker:
             ("recurring-slots-prune", recurring.prune_slots, PRUNE_SECONDS),
             # dependents and batches the normal path could not settle (a job finished outside skiplock)
             ("workflow-sweeper", WorkflowSweeper(pool).run_once, self.settings.sweep_interval),
+            # parked durable jobs whose sleep or wait timeout ended go back to their queues
+            ("durable-waker", DurableWaker(pool).run_once, WAKE_SECONDS),
+            ("parked-sweeper", ParkedSweeper(pool).run_once, self.settings.sweep_interval),
         ]
         alerts = AlertSettings.from_env()
         if alerts.enabled:  # pushed alerts: whichever worker holds the alert lock sends them

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
+from skiplock.core.durable import cursors
 from skiplock.core.features import handoff, worker_rows
 from skiplock.runtime.executor import Executor, first_line
 from skiplock.runtime.lanes import ASYNC
@@ -103,6 +104,7 @@ class Shutdown:
         self._drain_acks(timeout=10.0)
         unfinished = self.ledger.unfinished()
         if unfinished:
+            self._write_cursors(unfinished)
             self.release(unfinished)
         return unfinished
 
@@ -143,6 +145,21 @@ class Shutdown:
             time.sleep(0.01)
         log.warning("stopping with %d unwritten results (database unavailable); leases will expire",
                     len(self.ledger.known_ids()))
+
+    def _write_cursors(self, ids: list[int]) -> None:
+        """The cursors the unfinished runs saved since the last write, before their release ends the fence:
+        the job resumes elsewhere from where this run got to. A sync handler still running cannot be
+        stopped from outside: its next save_cursor() raises RunReleased, so it does no item the next run
+        would redo."""
+        cursors.release(self.worker_id, ids)  # first: a save after the write below would be lost
+        try:
+            with self._row_writes, self._rows_connection() as conn:
+                written = cursors.flush(conn, self.worker_id, ids)
+            if written:
+                log.info("saved %d cursor(s) of the unfinished job(s)", written)
+        except Exception as exc:
+            log.warning("could not save the unfinished jobs' cursors (%s); they resume from the last write",
+                        first_line(str(exc)))
 
     def release(self, ids: list[int]) -> None:
         """Put jobs this worker holds back to their queues, the run not counted."""

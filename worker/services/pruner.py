@@ -9,6 +9,7 @@ from functools import partial
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
+from skiplock.core.durable import service as durable_service
 from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.sql import queries
@@ -65,6 +66,9 @@ class Pruner:
             results.prune_watchers(conn, WATCHER_SECONDS)
             # per-minute run times (migration 028) are kept as long as the stats they sit beside
             total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
+            # durable jobs' steps, cursors and wait rows of jobs that are gone, and signals past
+            # SKIPLOCK_SIGNAL_RETENTION (core/durable/service.py)
+            total += self._in_batches(lambda n: durable_service.prune(conn, self.settings.signal_retention, n))
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total

@@ -1,4 +1,5 @@
-"""`skiplock jobs list|show|retry|purge|cancel`: the console's dead-letter actions, for scripts.
+"""`skiplock jobs list|show|retry|purge|cancel|signal|wake`: the console's dead-letter actions, for scripts
+(signal and wake, for durable jobs, are tools/durable_cli.py's).
 
 The filters are the console's: state (dead or failed), queue, error group, age (finished within
 a window, or older than a duration) and text. Retry and purge take job ids, or every job the
@@ -25,7 +26,7 @@ from skiplock.core.errors import SkiplockError
 from skiplock.core.features import audit, payload_edit
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.db import connect
-from skiplock.tools import cancel_cli
+from skiplock.tools import cancel_cli, durable_cli
 from skiplock.tools.commands import command
 
 # A duration as operators type it: 90s, 30m, 2h, 7d (a bare number is seconds).
@@ -81,16 +82,19 @@ def _add_args(p: argparse.ArgumentParser) -> None:
             action.add_argument("--payload", metavar="JSON",
                                 help="one dead job only: replace its payload with this JSON, then retry it (the "
                                      "original is kept in job_edits; the console's \"Edit and retry\")")
+    durable_cli.add_actions(sub)
     cancel = sub.add_parser("cancel", help="cancel a running job (at its next heartbeat) or a queued one")
     cancel.add_argument("job_id", type=int, help="the job's id")
     cancel.add_argument("--as", "--actor", dest="actor", default=None,
                         help="who is asking (default: cli:<your user name>)")
 
 
-@command("jobs", "dead letters and single jobs: jobs list|show|retry|purge|cancel", _add_args)
+@command("jobs", "dead letters and single jobs: jobs list|show|retry|purge|cancel|signal|wake", _add_args)
 def _jobs(args: argparse.Namespace) -> int:
     if args.jobs_action == "cancel":
         return cancel_cli.cancel(args)
+    if args.jobs_action in ("signal", "wake"):
+        return durable_cli.run(args)
     with connect(load_settings().require_database_url(), "skiplock-cli") as conn:
         if args.jobs_action == "list":
             return _list(conn, args)

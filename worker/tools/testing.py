@@ -20,6 +20,9 @@ And, usable with or without the plugin:
 - `drain(queue=None, conn=None)` runs the ready jobs in this process through the real claim and
   ack statements (skiplock.core.state_changes) and the worker's own outcome rules (skiplock.runtime.outcomes),
   until none is ready: retries that are due run too, a retry scheduled later does not. Returns the outcomes.
+- `run_durable(queue=None, conn=None, signals=..., crash_after_steps=..., expire_waits=...)` runs durable
+  jobs to the end in one call: it drains, ends the sleeps of parked jobs now and drains again, until
+  nothing moves (worker/tools/testing_durable.py has the crash it can simulate).
 - `enqueued_jobs(queue=None, conn=None)` lists the queued jobs; `assert_enqueued(queue, subset)`
   fails with the list of what is queued unless a job's payload contains `subset`.
 """
@@ -40,6 +43,9 @@ from typing import Any
 import psycopg
 
 from skiplock.core import state_changes
+from skiplock.core.durable import service as durable_service
+from skiplock.core.durable.signals import signal
+from skiplock.core.errors import Park
 from skiplock.core.features import hooks, versions
 from skiplock.core.job_context import JobContext
 from skiplock.core.plumbing import tracing
@@ -47,12 +53,15 @@ from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import REGISTRY, Registry
 from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
+from skiplock.tools import testing_durable as durable_runs
+from skiplock.tools.testing_durable import SimulatedCrash as SimulatedCrash  # skiplock.testing's name
 
 # Status names a drained job ends in, by the outcome's status (state_changes.Outcome.status).
 _FINAL_STATUS: dict[str, str] = {
     OutcomeStatus.OK: JobStatus.SUCCEEDED.value, OutcomeStatus.RETRY: JobStatus.QUEUED.value,
     OutcomeStatus.DEAD: JobStatus.DEAD.value, OutcomeStatus.FAILED: JobStatus.FAILED.value,
-    OutcomeStatus.SNOOZED: OutcomeStatus.SNOOZED.value}
+    OutcomeStatus.SNOOZED: OutcomeStatus.SNOOZED.value, OutcomeStatus.PARKED: JobStatus.PARKED.value,
+    "crashed": "crashed"}
 _DELAYED = (OutcomeStatus.RETRY, OutcomeStatus.SNOOZED)  # the outcomes that set a delay (DrainedJob.retry_in)
 _WORKER_ID_PREFIX = "skiplock-testing"
 
@@ -65,7 +74,9 @@ class DrainedJob:
     queue: str
     payload: Any
     attempt: int
-    status: str  # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'snoozed' | 'dead' | 'failed'
+    # 'succeeded' | 'queued' (a retry, with `retry_in`) | 'snoozed' | 'parked' | 'dead' | 'failed', or 'crashed'
+    # (run_durable(crash_after_steps=N): the run died there, and the job is back in its queue as after a reap)
+    status: str
     error: str | None
     retry_in: float | None
     result: Any = None  # the handler's return value as stored (JSON round-trip), for a success
@@ -137,16 +148,49 @@ def drain(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | N
             payload = json.loads(job.payload)
             tracing.remember_contexts(db, [job.id])
             tracing.start_run(job.id, job.queue, job.attempts)
-            outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap)
+            outcome = _run(registry, job, payload, worker_id, settings.backoff_base, settings.backoff_cap,
+                           durable=durable_runs.make(db, job, worker_id))
             tracing.end_run(outcome.status, outcome.error)
-            state_changes.ack_batch(db, worker_id, [outcome], history=settings.history)
+            if outcome.status == OutcomeStatus.PARKED:
+                pass  # job.sleep / job.wait_for moved it already (skiplock_park), as in a worker
+            elif outcome.status == durable_runs.CRASHED:
+                durable_runs.crash(db, worker_id, job)
+            else:
+                durable_runs.finish(db, worker_id, job)  # its cursors, before the ack ends the fence
+                state_changes.ack_batch(db, worker_id, [outcome], history=settings.history)
             done.append(DrainedJob(job.id, job.queue, payload, job.attempts, _FINAL_STATUS[outcome.status],
                                    outcome.error, outcome.delay if outcome.status in _DELAYED else None,
                                    json.loads(outcome.result) if outcome.result is not None else None))
 
 
+def run_durable(queue: str | Sequence[str] | None = None, conn: psycopg.Connection | None = None, *,
+                signals: dict[str, Any] | None = None, crash_after_steps: int | None = None,
+                expire_waits: bool = False, registry: Registry = REGISTRY, max_rounds: int = 100) -> list[DrainedJob]:
+    """Run the ready jobs of `queue` (default: every registered queue) to the end, fast-forwarding sleeps.
+
+    `signals`: {key: payload} sent first. `expire_waits`: a wait with a timeout and no signal times out now
+    (its handler gets WaitTimeout). `crash_after_steps`: each job's first run dies after that many stored
+    steps. Returns every run, as drain() does (DrainedJob, in order); a job still waiting for a signal ends
+    the list with status 'parked'.
+    """
+    queues = [queue] if isinstance(queue, str) else list(queue or registry.queues())
+    token = durable_runs.PLAN.set(durable_runs.CrashPlan(crash_after_steps) if crash_after_steps is not None else None)
+    try:
+        with _connection(conn) as db:
+            for key, payload in (signals or {}).items():
+                signal(key, payload, conn=db)
+            runs: list[DrainedJob] = []
+            for _ in range(max_rounds):
+                runs += drain(queues, db, registry=registry)
+                if not durable_service.fast_forward(db, queues, waits=expire_waits):
+                    return runs
+            return runs
+    finally:
+        durable_runs.PLAN.reset(token)
+
+
 def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker_id: str,
-         backoff_base: float, backoff_cap: float) -> state_changes.Outcome:
+         backoff_base: float, backoff_cap: float, durable: Any = None) -> state_changes.Outcome:
     task = registry.get(job.queue)
     assert task is not None  # drain checked every queue it claims from
     try:
@@ -158,6 +202,8 @@ def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker
             assert job.created_at is not None and job.started_at is not None
             context = JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
                                  job.created_at, job.started_at, job.unique_key, worker_id)
+            if durable is not None:  # steps on drain's own connection (testing_durable.py)
+                context._durable.append(durable)
             result = task.func(payload, job=context)
         else:
             result = task.func(payload)
@@ -165,6 +211,10 @@ def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker
             result = _await(result)  # the worker awaits it on its own loop; here, on one of drain's
         outcomes.check_result(job, result)
         return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
+    except Park:  # job.sleep / job.wait_for parked the job: no ack, as in a worker
+        return state_changes.Outcome(job.id, job.queue, job.attempts, OutcomeStatus.PARKED)
+    except durable_runs.SimulatedCrash:  # run_durable(crash_after_steps=N): the run dies here
+        return state_changes.Outcome(job.id, job.queue, job.attempts, durable_runs.CRASHED)
     except Exception as exc:  # what the worker does with it; KeyboardInterrupt still stops the test run
         outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
         hooks.failed(job, exc, outcome)

@@ -69,7 +69,7 @@ def is_requested(job_id: int) -> bool:
 def override(outcome: state_changes.Outcome) -> state_changes.Outcome:
     """The run's outcome, or `failed` "cancelled by <who>" when a cancel was requested during it."""
     who = _requested.pop(outcome.job_id, None)
-    if who is None:
-        return outcome
+    if who is None or outcome.status == OutcomeStatus.PARKED:
+        return outcome  # a parked job is no longer this run's: an operator cancels it where it is
     return state_changes.Outcome(outcome.job_id, outcome.queue, outcome.attempt, OutcomeStatus.FAILED,
                                  error=f"cancelled by {who}")

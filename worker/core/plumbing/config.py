@@ -54,6 +54,7 @@ class Settings:
     # SKIPLOCK_MAX_RESULT_BYTES: largest JSON return value stored (a larger one ends the job dead, saying so)
     max_result_bytes: int = 262_144
     result_ttl: float = 7 * 86400.0  # SKIPLOCK_RESULT_TTL: seconds stored results are kept
+    signal_retention: float = 7 * 86400.0  # SKIPLOCK_SIGNAL_RETENTION: seconds a durable job's signal is kept
     # SKIPLOCK_SWEEP_INTERVAL: seconds between passes of the workflow sweeper (stranded waits, missed callbacks)
     sweep_interval: float = 30.0
     default_max_attempts: int = 20  # SKIPLOCK_MAX_ATTEMPTS: max_attempts when enqueue gives none
@@ -202,6 +203,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_MAX_RESULT_BYTES": (
         "max_result_bytes", lambda n, r: _number(n, r, int, 2, "a whole number of bytes >= 2")),
     "SKIPLOCK_RESULT_TTL": ("result_ttl", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
+    "SKIPLOCK_SIGNAL_RETENTION": ("signal_retention", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),
     "SKIPLOCK_SWEEP_INTERVAL": ("sweep_interval", lambda n, r: _number(n, r, float, 0.05, "seconds >= 0.05")),
     "SKIPLOCK_MAX_ATTEMPTS": ("default_max_attempts", lambda n, r: _number(n, r, int, 1, "a whole number >= 1")),
     "SKIPLOCK_BACKOFF_BASE": ("backoff_base", lambda n, r: _number(n, r, float, 0, "seconds >= 0")),

@@ -89,14 +89,14 @@ WITH purged AS (
 SELECT id FROM purged
 
 -- name: cancel_queued
--- Cancel queued or waiting jobs: finish them as failed so they are never claimed. Their dependents
+-- Cancel queued, waiting or parked jobs: finish them as failed so they are never claimed. Their dependents
 -- that have not started are cancelled with them (skiplock_settle: a failed parent).
 WITH cancelled AS (
     UPDATE jobs
        SET status = 'failed', finished_at = now(),
            last_error = concat_ws(E'\n', 'cancelled by ' || %(actor)s, last_error),
            error_headline = 'cancelled by ' || %(actor)s, error_group = 'cancelled by an operator'
-     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'waiting')
+     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'waiting', 'parked')
     RETURNING id, batch_id, error_headline
 ), finals AS MATERIALIZED (
     SELECT id, 'failed' AS state, batch_id, error_headline AS head FROM cancelled

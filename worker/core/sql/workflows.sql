@@ -129,9 +129,9 @@ DELETE FROM job_results WHERE job_id = ANY (ARRAY(
      ORDER BY finished_at LIMIT %(limit)s))
 
 -- name: workflow_unstarted
--- The jobs of a workflow that have not started (queued or waiting): cancelling the rest of it ends
+-- The jobs of a workflow that are not running (queued, waiting or parked): cancelling the rest of it ends
 -- them failed, through cancel_queued (so their batches and dependents are settled too).
-SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('queued', 'waiting')
+SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s) AND status IN ('queued', 'waiting', 'parked')
 
 -- name: workflow_running
 -- The running jobs of a workflow: cancelling the rest of it asks each to stop.
