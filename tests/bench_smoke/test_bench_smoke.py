@@ -58,7 +58,7 @@ def test_quick_bench_reports_every_workload_and_drops_its_database(pg_admin_url,
     assert not [d for (d,) in leftovers if d in proc.stdout + proc.stderr]
 
 
-@pytest.mark.parametrize("module", ["bursts", "compare", "curve", "flow", "growth", "producers"])
+@pytest.mark.parametrize("module", ["bursts", "compare", "curve", "durable", "flow", "growth", "producers"])
 def test_every_benchmark_prints_its_help(module: str) -> None:
     """A '%' in an argparse help text made `curve --help` crash with a TypeError."""
     done = subprocess.run([sys.executable, "-m", f"tests.benchmarks.{module}", "--help"], cwd=REPO,

@@ -1,5 +1,5 @@
 """Overview: a summary line (today's runs, what waits, jobs/s now), then one row per queue with
-ready, scheduled, running and dead (each linking to its list), oldest ready age, p99 wait, a flag
+ready, scheduled, running, parked and dead (each linking to its list), oldest ready age, p99 wait, a flag
 when no live worker serves it, and succeeded/retried/dead charts over 1 h, 24 h or 7 d."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import psycopg
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
+from skiplock.core.durable import service as durable_service
 from skiplock.core.status import LIVE_WORKER_SECONDS
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
@@ -40,6 +41,7 @@ class QueueRow:
     scheduled: int
     running: int
     dead: int
+    parked: int  # durable jobs sleeping or waiting for a signal: neither ready nor scheduled
     oldest_ready_s: float | None
     p99_wait_s: float | None
     p99_estimated: bool
@@ -62,6 +64,7 @@ class Summary:
     scheduled: int
     running: int
     dead: int
+    parked: int
     capped: bool
     jobs_per_s: float
     workers_live: int = 0
@@ -110,6 +113,9 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
     """Every queue's row with its chart on one shared scale, the all-queues chart, and the database's now()."""
     now = conn.execute(page_queries.NOW).fetchone()[0]  # type: ignore[index]
     names = [r[0] for r in conn.execute(page_queries.QUEUE_NAMES, {"limit": MAX_QUEUES})]
+    parked = durable_service.parked_counts(conn)
+    # a queue whose every job is parked has a row too
+    names = sorted(set(names) | set(parked))[:MAX_QUEUES]
     buckets = buckets_of(now, span)
     seconds = RANGES[span][1]
     stats = _stats(conn, buckets, seconds)
@@ -124,7 +130,8 @@ def queue_rows(conn: psycopg.Connection, span: str = "1h") -> tuple[list[QueueRo
         ready, scheduled, running, dead, oldest, paused = row
         p99, estimated = _p99(conn, name, ready)
         series = stats.get(name, _empty(len(buckets)))
-        rows.append(QueueRow(name, ready, scheduled, running, dead, None if oldest is None else float(oldest),
+        rows.append(QueueRow(name, ready, scheduled, running, dead, parked.get(name, 0),
+                             None if oldest is None else float(oldest),
                              p99, estimated, paused, name in unserved, _per_minute(series, seconds), series))
     # each sparkline on its own scale (printed beside it): on one shared scale a queue of 10 jobs a
     # minute beside one of 10,000 drew nothing at all, failures included
@@ -159,7 +166,7 @@ def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
     live, stale = conn.execute(page_queries.WORKER_COUNTS, {"live": LIVE_WORKER_SECONDS}).fetchone()  # type: ignore[misc]
     return Summary(int(today[0]), int(today[1]), retrying, retrying_partial,
                    sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
-                   sum(r.dead for r in rows),
+                   sum(r.dead for r in rows), sum(r.parked for r in rows),
                    any(max(r.ready, r.scheduled, r.dead) > counts.COUNT_CAP for r in rows), rate, int(live), int(stale))
 
 

@@ -46,6 +46,8 @@ _FRAGMENTS = {
     "lock_key": "lock_key = %(lock_key)s::text",
     "tenant": "tenant = %(tenant)s::text",
     "error": "last_error ILIKE %(error)s::text",
+    # the jobs parked waiting for a signal key, through job_waits_key_idx (migration 035)
+    "signal_key": "id IN (SELECT w.job_id FROM job_waits w WHERE w.key = %(signal_key)s::text)",
 }
 
 
@@ -55,13 +57,15 @@ def params(flt: SearchFilter, limit: int) -> dict[str, Any]:
     return {"id": flt.id, "queue": flt.queue, "state": flt.state,
             "payload": Jsonb(flt.payload) if flt.payload is not None else None,
             "unique_key": flt.unique_key, "lock_key": flt.lock_key, "tenant": flt.tenant,
-            "error": like(flt.error), "after": flt.after, "window": RECENT_WINDOW, "limit": limit}
+            "error": like(flt.error), "signal_key": flt.signal_key, "after": flt.after, "window": RECENT_WINDOW,
+            "limit": limit}
 
 
 def where(flt: SearchFilter) -> str:
     """The AND of the fragments for the filters `flt` gives ("true" for none)."""
     given = {"id": flt.id, "queue": flt.queue, "state": flt.state, "payload": flt.payload,
-             "unique_key": flt.unique_key, "lock_key": flt.lock_key, "tenant": flt.tenant, "error": flt.error}
+             "unique_key": flt.unique_key, "lock_key": flt.lock_key, "tenant": flt.tenant, "error": flt.error,
+             "signal_key": flt.signal_key}
     parts = [_FRAGMENTS[name] for name, value in given.items() if value is not None]
     return " AND ".join(parts) or "true"
 
@@ -90,14 +94,15 @@ SELECT id FROM jobs
 """
 
 
-# The filters that have an index of their own (migration 030), which step 2 collects through.
-INDEXED_FILTERS = ("payload", "unique_key", "lock_key", "tenant", "error")
+# The filters that have an index of their own (migration 030; a signal key: job_waits_key_idx, 035), which
+# step 2 collects through.
+INDEXED_FILTERS = ("payload", "unique_key", "lock_key", "tenant", "error", "signal_key")
 
 
 # States with a partial index of their own whose jobs are few next to the queued ones (migrations 001,
-# 019, 025: jobs_finished_idx, jobs_running_idx, jobs_waiting_idx).
-INDEXED_STATES = (JobStatus.RUNNING.value, JobStatus.WAITING.value, JobStatus.SUCCEEDED.value,
-                  JobStatus.FAILED.value, JobStatus.DEAD.value)
+# 019, 025, 035: jobs_finished_idx, jobs_running_idx, jobs_waiting_idx, jobs_parked_idx).
+INDEXED_STATES = (JobStatus.RUNNING.value, JobStatus.WAITING.value, JobStatus.PARKED.value,
+                  JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.DEAD.value)
 
 
 def uses_index(flt: SearchFilter) -> bool:

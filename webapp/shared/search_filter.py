@@ -43,13 +43,15 @@ class SearchFilter:
     lock_key: str | None = None
     tenant: str | None = None
     error: str | None = None
+    signal_key: str | None = None  # jobs parked waiting for this signal key
     after: int | None = None
     payload: dict[str, Any] | None = field(default=None, compare=False)
 
     def args(self) -> dict[str, Any]:
         """Query-string arguments that reproduce this search, without the cursor (empty ones left out)."""
         raw = {"id": self.id, "queue": self.queue, "state": self.state, "path": self.path, "value": self.value,
-               "unique_key": self.unique_key, "lock_key": self.lock_key, "tenant": self.tenant, "error": self.error}
+               "unique_key": self.unique_key, "lock_key": self.lock_key, "tenant": self.tenant, "error": self.error,
+               "signal_key": self.signal_key}
         return {k: v for k, v in raw.items() if v not in (None, "")}
 
     def is_empty(self) -> bool:
@@ -77,7 +79,8 @@ def read(values: Any) -> tuple[SearchFilter, list[str]]:
         unique_key=take("unique_key", _short, "unique key", filters.MAX_TEXT),
         lock_key=take("lock_key", _short, "lock key", filters.MAX_TEXT),
         tenant=take("tenant", _short, "tenant", filters.MAX_TEXT),
-        error=take("error", _error_text), after=take("after", _positive_id, "page cursor"),
+        error=take("error", _error_text), signal_key=take("signal_key", _short, "signal key", filters.MAX_TEXT),
+        after=take("after", _positive_id, "page cursor"),
         payload=None)
     try:
         payload = payload_document(path, value)

@@ -1,5 +1,6 @@
 """Job detail: payload, last error with traceback, timestamps, attempts, worker and unique key,
-with the actions the job's state allows (retry, purge, cancel, run now, release)."""
+with the actions the job's state allows (retry, purge, cancel, run now, release); for a durable job, its
+steps, cursors and what it is parked on (templates/jobs/_durable.html)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import transitions
+from skiplock.core.durable import service
 from skiplock.core.features import payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
@@ -55,14 +57,19 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
         steps = timeline.build(job, edits)
+        # a durable job's stored steps and cursors, and what it is parked on (the core's reads)
+        durable = {"parked_on": service.parked_on(conn, jid) if job["status"] == JobStatus.PARKED else None,
+                   "durable_steps": service.steps_of(conn, jid), "durable_cursors": service.cursors_of(conn, jid)}
         if form is None and job["status"] == JobStatus.DEAD:
             form = edit_form.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
     if job.get("cancel_requested_at"):  # asked already: the page says so instead of offering it again
         actions = [t for t in actions if t.action != "cancel-running"]
+    # a parked job's "wake now" is in its parked block, behind a confirmation (pages/jobs/parked_actions.py)
+    actions = [t for t in actions if t.action != "wake"]
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=form, django_task=django_payload.describe(job))
+                    edit_form=form, django_task=django_payload.describe(job), **durable)
     response.status_code = code
     return response
 
