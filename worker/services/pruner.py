@@ -8,7 +8,7 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes
+from skiplock.core import state_changes, unique_for
 from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.sql import queries
@@ -65,6 +65,8 @@ class Pruner:
             results.prune_watchers(conn, WATCHER_SECONDS)
             # per-minute run times (migration 028) are kept as long as the stats they sit beside
             total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
+            # unique_for keys past their window (migration 037), through the expiry index
+            total += self._in_batches(lambda n: unique_for.prune(conn, n))
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total
