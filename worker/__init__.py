@@ -42,7 +42,7 @@ from skiplock.core.workflows.results import (
     status,
     wait,
 )
-from skiplock.services import recurring_defs
+from skiplock.services import recurring_defs, schedules
 from skiplock.services.recurring_defs import recurring
 
 # The exceptions a handler raises are named by their public path: a worker's log line, a job's
@@ -96,6 +96,7 @@ __all__ = [
     "on_failure",
     "recurring",
     "result",
+    "schedules",
     "status",
     "task",
     "wait",
