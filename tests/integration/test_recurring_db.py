@@ -231,7 +231,7 @@ def test_schedules_cli(conn, pool, capsys):
     job_id = int(capsys.readouterr().out.strip().splitlines()[-1])
     assert scalar(conn, "SELECT queue FROM jobs WHERE id = %s", (job_id,)) == "rq"
     assert main(["schedules", "pause", "nope"]) == 2
-    assert "no recurring definition named 'nope'" in capsys.readouterr().err
+    assert "no schedule named 'nope'" in capsys.readouterr().err
     assert main(["schedules", "run"]) == 2
     # each CLI action is in the audit trail, like the console's
     trail = conn.execute("SELECT role, action, count, detail->>'schedule' FROM audit_log ORDER BY id").fetchall()

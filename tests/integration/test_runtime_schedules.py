@@ -5,6 +5,7 @@ writing, and the scheduler's pass reads only what is due."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +21,7 @@ from skiplock.services.recurring_store import slot_key
 from skiplock.services.schedule import IntervalSchedule
 from skiplock.tools.cli import main
 from tests.support.helpers import scalar
+from tests.support.workers import REPO
 
 MINUTE = IntervalSchedule(60)
 
@@ -190,6 +192,28 @@ def test_the_cli_creates_edits_backfills_and_deletes_with_an_audit_row_each(conn
                  "--timezone", "Nowhere/X"]) != 0
     assert "unknown time zone 'Nowhere/X'" in capsys.readouterr().err
     assert written(conn)[0] == 0 and scalar(conn, "SELECT count(*) FROM audit_log") == 4
+
+
+def doc_shell_lines() -> list[list[str]]:
+    """The `skiplock schedules` lines of the recurring-jobs how-to, continuation lines joined."""
+    text = (REPO / "docs" / "howto" / "recurring-jobs.md").read_text()
+    block = text.split("From the shell", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_the_how_tos_shell_lines_run_as_written(conn, capsys):
+    lines = doc_shell_lines()
+    assert [line[:3] for line in lines] == [["skiplock", "schedules", a] for a in ("create", "edit", "backfill",
+                                                                                  "delete")]
+    for line in lines[:3]:
+        assert main(line[1:]) == 0
+    out = capsys.readouterr().out
+    # 06:30 Berlin on weekdays between 1 and 4 January 2026: Thursday the 1st and Friday the 2nd
+    assert "backfilled 2 slot(s) of report:acme" in out
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'queued' AND tenant = 'acme' "
+                        "AND payload = '{\"customer\": \"acme\"}'") == 3
+    assert main(lines[3][1:]) == 0
+    assert written(conn)[0] == 0
 
 
 def test_a_pass_reads_only_the_due_schedules_through_the_index(conn, pool):

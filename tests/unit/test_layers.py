@@ -191,7 +191,7 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the queue itself: the transitions (the ack writes a failure's attempts and a snooze), the task table,
     # the producer and the linked insert it calls
     ("queue", {"skiplock.core.state_changes", "skiplock.core.registry", "skiplock.core.linked_insert",
-               "skiplock.core.producer", "skiplock.core.producer_async"}),
+               "skiplock.core.unique_for", "skiplock.core.producer", "skiplock.core.producer_async"}),
     ("features/", set()),
     ("workflows/", set()),
     # what an operator and a task's author call: the operator's actions, @task, typed tasks, a handler's `job`

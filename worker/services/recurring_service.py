@@ -39,6 +39,9 @@ WAKE_DELAY = timedelta(milliseconds=20)
 # Definitions planned per pass at most: a pass stays short (its connection and the scheduler thread are
 # free again soon) when thousands fall due together; the rest are planned by the next pass.
 PASS_LIMIT = 500
+# Definitions planned per transaction: one commit for the lot (a commit costs more than a definition's
+# statements), small enough that a batch holds its row locks only briefly.
+BATCH = 50
 
 
 def utcnow() -> datetime:
@@ -93,18 +96,32 @@ class RecurringService:
             now = now or self.clock()
             enqueued: list[tuple[str, datetime]] = []
             with self.pool.connection() as conn:
-                for row in recurring_store.due_schedules(conn, now, PASS_LIMIT):
-                    try:
-                        advanced = recurring_store.advance(conn, row["name"], now)
-                    except Exception as exc:
-                        if is_connection_error(exc):
-                            raise
-                        # one broken row (edited by hand, say) must not stop every other definition
-                        log.exception("recurring %s: planning failed; other definitions go on", row["name"])
-                        continue
-                    if advanced is not None:  # None: another worker is planning it (or it was just paused)
-                        enqueued.extend((row["name"], t) for t in advanced.enqueued)
+                due = [row["name"] for row in recurring_store.due_schedules(conn, now, PASS_LIMIT)]
+                for start in range(0, len(due), BATCH):
+                    self._plan_batch(conn, due[start:start + BATCH], now, enqueued)
             return enqueued
+
+    def _plan_batch(self, conn: psycopg.Connection, names: list[str], now: datetime,
+                    enqueued: list[tuple[str, datetime]]) -> None:
+        try:
+            planned = recurring_store.advance_many(conn, names, now)
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            # one broken row (edited by hand, say) must not stop every other definition: one at a time
+            planned = {}
+            for name in names:
+                try:
+                    advanced = recurring_store.advance(conn, name, now)
+                except Exception as exc_one:
+                    if is_connection_error(exc_one):
+                        raise
+                    log.exception("recurring %s: planning failed; other definitions go on", name)
+                    continue
+                if advanced is not None:  # None: another worker is planning it (or it was just paused)
+                    planned[name] = advanced
+        for name, advanced in planned.items():
+            enqueued.extend((name, t) for t in advanced.enqueued)
 
     def tick(self) -> None:
         """A pass, then timers: wake the claim loop at each pending fire time, and plan right after it."""

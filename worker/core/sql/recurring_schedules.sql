@@ -12,6 +12,15 @@ SELECT name, queue, next_fire_at
  ORDER BY coalesce(plan_at, '-infinity'::timestamptz)
  LIMIT %(limit)s
 
+-- name: lock_due_many
+-- Lock a batch of the due definitions for planning, in one statement; rows another worker holds are skipped
+-- (it is planning them), and so are those paused or deactivated since they were read.
+SELECT name, queue, kind, schedule, timezone, payload, catch_up, tenant, last_fire_at, next_fire_at
+  FROM recurring_schedules
+ WHERE name = ANY(%(names)s::text[]) AND enabled AND active
+ ORDER BY name
+   FOR UPDATE SKIP LOCKED
+
 -- name: soonest_fire
 -- The soonest pending slot after %(now)s on the given queues: when to wake this worker's claim loop.
 SELECT next_fire_at
