@@ -199,10 +199,17 @@ BEGIN
                 quote_literal(p_every) USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = p_timezone) THEN
+    -- An IANA name (not an offset like 'UTC+3', which PostgreSQL reads backwards), and one PostgreSQL knows:
+    -- AT TIME ZONE raises for any other. pg_timezone_names would read the whole zone database per call.
+    BEGIN
+        IF coalesce(p_timezone, '') !~ '^[A-Za-z][A-Za-z_-]*(/[A-Za-z0-9_+-]+)*$' THEN
+            RAISE invalid_parameter_value;
+        END IF;
+        PERFORM now() AT TIME ZONE p_timezone;
+    EXCEPTION WHEN invalid_parameter_value THEN
         RAISE EXCEPTION 'schedule %: unknown time zone % (use an IANA name like Europe/Berlin)', p_name,
             quote_literal(p_timezone) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    END;
     INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, tenant, origin)
     VALUES (p_name, p_queue, v_kind, v_text, p_timezone, coalesce(p_payload, 'null'), p_tenant, 'runtime')
     ON CONFLICT (name) DO NOTHING;
