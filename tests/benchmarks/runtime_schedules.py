@@ -37,6 +37,13 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+def one(conn: psycopg.Connection, sql: str) -> tuple:
+    """The one row of `sql`."""
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row
+
+
 def start_worker(url: str) -> subprocess.Popen[bytes]:
     env = worker_env(url, lease_seconds=10, reaper_interval=1)
     return subprocess.Popen([sys.executable, "-m", "skiplock"], env=env, stdout=subprocess.DEVNULL,
@@ -70,18 +77,18 @@ def run(url: str, count: int, minutes: int) -> dict:
         stop_processes(workers[1:])
         pool.close()
         # slots that fired: per schedule and minute, how many slot rows and distinct jobs
-        per_minute = conn.execute("""
+        per_minute = one(conn, """
             SELECT count(*) FILTER (WHERE n <> 1), count(*), count(DISTINCT name), min(fire_at), max(fire_at)
               FROM (SELECT name, fire_at, count(*) AS n FROM recurring_slots WHERE fire_at <= now()
-                     GROUP BY name, fire_at) s""").fetchone()
-        gaps = conn.execute("""
+                     GROUP BY name, fire_at) s""")
+        gaps = one(conn, """
             SELECT count(*) FROM (
               SELECT fire_at - lag(fire_at) OVER (PARTITION BY name ORDER BY fire_at) AS step
-                FROM recurring_slots) s WHERE step <> interval '1 minute'""").fetchone()[0]
-        jobs_per_slot = conn.execute("""
+                FROM recurring_slots) s WHERE step <> interval '1 minute'""")[0]
+        jobs_per_slot = one(conn, """
             SELECT count(*) FROM (SELECT job_id FROM recurring_slots GROUP BY job_id HAVING count(*) > 1) d
-        """).fetchone()[0]
-        ran = conn.execute("SELECT coalesce(sum(completed), 0) FROM job_stats").fetchone()[0]
+        """)[0]
+        ran = one(conn, "SELECT coalesce(sum(completed), 0) FROM job_stats")[0]
     passes.sort()
     return {"schedules": count, "minutes": minutes, "passes": len(passes),
             "pass_p50_ms": round(statistics.median(passes) * 1000, 1),
