@@ -81,6 +81,8 @@ def _validated(name: str, queue: str, payload: Any, cron: str | None, every: Any
 
 def _locked_runtime(conn: psycopg.Connection, name: str, action: str) -> dict[str, Any]:
     """`name`'s row, locked; ConfigError when there is none or code owns it."""
+    if "\x00" in name:  # no text column holds NUL: no such schedule
+        raise ConfigError(f"no schedule named {name!r}")
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(Q.lock_schedule, {"name": name}).fetchone()
     if row is None:
@@ -167,6 +169,8 @@ def list(*, queue: str | None = None, origin: str | None = None, after: str = ""
     """Schedules by name: of one queue and/or origin ('runtime', 'code') if given, `limit` after `after`."""
     if origin not in (None, "runtime", "code"):
         raise ConfigError(f"origin must be 'runtime' or 'code', got {origin!r}")
+    if "\x00" in after or "\x00" in (queue or ""):  # no text column holds NUL: nothing matches
+        return []
     with _connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(Q.list_schedules_page, {"queue": queue, "origin": origin, "after": after,
                                                    "limit": limit}).fetchall()
@@ -186,7 +190,7 @@ def backfill(name: str, start: datetime, end: datetime, *,
         raise ConfigError(f"backfill end {end.isoformat()} is before its start {start.isoformat()}")
     with _connection(conn) as c, c.transaction():
         with c.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(Q.lock_schedule, {"name": name}).fetchone()
+            row = None if "\x00" in name else cur.execute(Q.lock_schedule, {"name": name}).fetchone()
         if row is None:
             raise ConfigError(f"no schedule named {name!r}")
         now = c.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
@@ -206,6 +210,8 @@ def _slots_between(schedule: Any, start: datetime, end: datetime) -> builtins.li
 
 
 def _find(conn: psycopg.Connection, name: str) -> Schedule | None:
+    if "\x00" in name:  # a text column cannot hold NUL, so no schedule has such a name (and the query would fail)
+        return None
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(Q.get_schedule, {"name": name}).fetchone()
     return None if row is None else Schedule(**row)
