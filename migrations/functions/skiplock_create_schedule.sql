@@ -4,6 +4,7 @@
 -- The checks here are the shape of the input and the time zone; a crontab that can never fire
 -- ('0 0 30 2 *') is caught by the worker, which logs it and goes on with the other schedules.
 -- Bad input raises, and nothing is written.
+-- writes jobs: no
 CREATE OR REPLACE FUNCTION skiplock_create_schedule(
     p_name text, p_queue text, p_payload jsonb DEFAULT 'null', p_cron text DEFAULT NULL, p_every text DEFAULT NULL,
     p_timezone text DEFAULT 'UTC', p_tenant text DEFAULT NULL) RETURNS text

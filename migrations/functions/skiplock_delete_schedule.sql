@@ -2,6 +2,7 @@
 -- never started, is deleted with it (it would otherwise run once more); its slot records go by the foreign
 -- key's cascade. A schedule defined in code is refused: remove it from the code. Returns false when there
 -- was no schedule of that name.
+-- writes jobs: yes, because the deleted schedule's pending job, never started, must not run once more
 CREATE OR REPLACE FUNCTION skiplock_delete_schedule(p_name text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
