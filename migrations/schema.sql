@@ -164,6 +164,90 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_create_schedule(text, text, jsonb, text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_create_schedule(p_name text, p_queue text, p_payload jsonb DEFAULT 'null'::jsonb, p_cron text DEFAULT NULL::text, p_every text DEFAULT NULL::text, p_timezone text DEFAULT 'UTC'::text, p_tenant text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_kind text;
+    v_text text;
+BEGIN
+    IF coalesce(btrim(p_name), '') = '' OR length(p_name) > 200 THEN
+        RAISE EXCEPTION 'schedule needs a name of 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF coalesce(btrim(p_queue), '') = '' OR length(p_queue) > 128 THEN
+        RAISE EXCEPTION 'schedule %: queue must be a non-empty name of at most 128 characters', p_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_cron IS NULL) = (p_every IS NULL) THEN
+        RAISE EXCEPTION 'schedule %: give exactly one of p_cron or p_every', p_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_cron IS NOT NULL THEN
+        v_kind := 'cron';
+        v_text := regexp_replace(btrim(p_cron), '\s+', ' ', 'g');
+        IF v_text !~ '^[0-9A-Za-z*/,?-]+( [0-9A-Za-z*/,?-]+){4}$' THEN
+            RAISE EXCEPTION 'schedule %: invalid cron schedule %: a crontab has 5 fields', p_name, quote_literal(p_cron)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    ELSE
+        v_kind := 'interval';
+        v_text := btrim(p_every);
+        IF v_text !~ '^([0-9]+ *[smhd] *)+$' OR v_text ~ '^(0+ *[smhd] *)+$' THEN
+            RAISE EXCEPTION 'schedule %: invalid interval schedule %: use like 30s, 5m, 1h30m, 1d', p_name,
+                quote_literal(p_every) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    -- An IANA name (not an offset like 'UTC+3', which PostgreSQL reads backwards), and one PostgreSQL knows:
+    -- AT TIME ZONE raises for any other. pg_timezone_names would read the whole zone database per call.
+    BEGIN
+        IF coalesce(p_timezone, '') !~ '^[A-Za-z][A-Za-z_-]*(/[A-Za-z0-9_+-]+)*$' THEN
+            RAISE invalid_parameter_value;
+        END IF;
+        PERFORM now() AT TIME ZONE p_timezone;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        RAISE EXCEPTION 'schedule %: unknown time zone % (use an IANA name like Europe/Berlin)', p_name,
+            quote_literal(p_timezone) USING ERRCODE = 'invalid_parameter_value';
+    END;
+    INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, tenant, origin)
+    VALUES (p_name, p_queue, v_kind, v_text, p_timezone, coalesce(p_payload, 'null'), p_tenant, 'runtime')
+    ON CONFLICT (name) DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'a schedule named % already exists', quote_literal(p_name) USING ERRCODE = 'unique_violation';
+    END IF;
+    RETURN p_name;
+END;
+$_$;
+
+--
+-- Name: skiplock_delete_schedule(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_delete_schedule(p_name text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_origin text;
+BEGIN
+    SELECT origin INTO v_origin FROM recurring_schedules WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_origin <> 'runtime' THEN
+        RAISE EXCEPTION 'schedule % is defined in code: remove it there', quote_literal(p_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM jobs
+     WHERE id IN (SELECT job_id FROM recurring_slots WHERE name = p_name AND NOT manual AND job_id IS NOT NULL)
+       AND status = 'queued';
+    DELETE FROM recurring_schedules WHERE name = p_name;
+    RETURN true;
+END;
+$$;
+
+--
 -- Name: skiplock_enqueue_after(text, jsonb, bigint[], text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1230,8 +1314,12 @@ CREATE TABLE public.recurring_schedules (
     last_fire_at timestamp with time zone,
     next_fire_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    origin text DEFAULT 'code'::text NOT NULL,
+    tenant text,
+    plan_at timestamp with time zone,
     CONSTRAINT recurring_catch_up CHECK ((catch_up = ANY (ARRAY['once'::text, 'skip'::text]))),
-    CONSTRAINT recurring_kind CHECK ((kind = ANY (ARRAY['cron'::text, 'interval'::text])))
+    CONSTRAINT recurring_kind CHECK ((kind = ANY (ARRAY['cron'::text, 'interval'::text]))),
+    CONSTRAINT recurring_origin CHECK ((origin = ANY (ARRAY['code'::text, 'runtime'::text])))
 );
 
 --
@@ -1303,6 +1391,17 @@ CREATE TABLE public.task_defaults (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT task_defaults_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT task_defaults_version_check CHECK ((version >= 1))
+);
+
+--
+-- Name: unique_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.unique_keys (
+    key text NOT NULL,
+    job_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
 );
 
 --
@@ -1549,6 +1648,13 @@ ALTER TABLE ONLY public.task_defaults
     ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (queue);
 
 --
+-- Name: unique_keys unique_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.unique_keys
+    ADD CONSTRAINT unique_keys_pkey PRIMARY KEY (key);
+
+--
 -- Name: worker_latency worker_latency_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1767,10 +1873,28 @@ CREATE INDEX jobs_waiting_idx ON public.jobs USING btree (id) WHERE (status = 'w
 CREATE INDEX jobs_workflow_idx ON public.jobs USING btree (workflow_id, id) WHERE (workflow_id IS NOT NULL);
 
 --
+-- Name: recurring_schedules_next_fire_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX recurring_schedules_next_fire_idx ON public.recurring_schedules USING btree (next_fire_at) WHERE (enabled AND active);
+
+--
+-- Name: recurring_schedules_plan_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX recurring_schedules_plan_idx ON public.recurring_schedules USING btree (COALESCE(plan_at, '-infinity'::timestamp with time zone)) WHERE (enabled AND active);
+
+--
 -- Name: recurring_slots_fire_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX recurring_slots_fire_at_idx ON public.recurring_slots USING btree (fire_at);
+
+--
+-- Name: unique_keys_expires_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX unique_keys_expires_at_idx ON public.unique_keys USING btree (expires_at);
 
 --
 -- Name: jobs_history_default_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -

@@ -45,7 +45,7 @@ from skiplock.core.workflows.results import (
     status,
     wait,
 )
-from skiplock.services import recurring_defs
+from skiplock.services import recurring_defs, schedules
 from skiplock.services.recurring_defs import recurring
 
 # The exceptions a handler raises are named by their public path: a worker's log line, a job's
@@ -102,6 +102,7 @@ __all__ = [
     "on_failure",
     "recurring",
     "result",
+    "schedules",
     "signal",
     "signal_async",
     "status",

@@ -18,7 +18,8 @@ _HEADER = re.compile(r"^-- writes jobs: (yes, (because|through) .+|no)$", re.M)
 # on its "-- writes jobs:" line.
 FUNCTIONS_THAT_WRITE_JOBS = {
     "skiplock_batch_call_back", "skiplock_check_edge", "skiplock_count_batch_members", "skiplock_enqueue_after",
-    "skiplock_notify_jobs", "skiplock_park", "skiplock_rearm", "skiplock_reopen", "skiplock_settle", "skiplock_signal",
+    "skiplock_delete_schedule", "skiplock_notify_jobs", "skiplock_park", "skiplock_rearm", "skiplock_reopen",
+    "skiplock_settle", "skiplock_signal",
 }
 
 # The Python modules that execute a statement that writes jobs. state_changes: every transition of a job
@@ -32,6 +33,7 @@ FUNCTIONS_THAT_WRITE_JOBS = {
 PYTHON_THAT_WRITES_JOBS = {
     "worker/core/state_changes.py",
     "worker/core/producer.py", "worker/core/producer_async.py", "worker/core/linked_insert.py",
+    "worker/core/unique_for.py",  # enqueue(unique_for=)'s INSERT, which takes the key in the same statement
     "worker/core/workflows/batches.py",
     "worker/tools/bench.py",
     "worker/core/durable/run.py", "worker/core/durable/signals.py", "worker/core/durable/service.py",

@@ -198,7 +198,7 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the producer and the linked insert it calls
     ("queue", {"skiplock.core.state_changes", "skiplock.core.registry", "skiplock.core.linked_insert",
                "skiplock.core.schema_state",  # is the database migrated (a worker and the console ask)
-               "skiplock.core.producer", "skiplock.core.producer_async"}),
+               "skiplock.core.unique_for", "skiplock.core.producer", "skiplock.core.producer_async"}),
     ("features/", set()),
     ("workflows/", set()),
     # durable jobs' steps, cursors, parking and signals (docs/explanation/durable-jobs.md): the queue's producer

@@ -1,33 +1,61 @@
-"""Recurring schedules: definitions with schedule, next and last fire time and enabled state,
-with pause, resume and run now (all through skiplock.services.recurring_defs)."""
+"""Recurring schedules: every schedule with its cron in plain words, next fires, recent runs and a 24-hour
+timeline of fires; pause, resume and run now for all; create, edit, backfill and delete for those made at
+runtime (code-defined ones are changed in code). Every change goes through skiplock.services (schedules,
+recurring_defs) and is audited."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
+from skiplock.core.errors import ConfigError
 from skiplock.services import recurring_defs as recurring
-from skiplock.webapp import db
+from skiplock.services import schedule_words, schedules
+from skiplock.webapp import db, filters
 from skiplock.webapp.queries import page_queries
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
+# Schedules per page: the timeline and next fires are computed per shown schedule.
+PAGE_SIZE = 200
+
+
+def _view(s: schedules.Schedule, now: datetime, hour: datetime) -> dict[str, Any]:
+    """What the page shows of one schedule beside its row: words, next fires, fires per hour."""
+    try:
+        return {"words": schedule_words.describe(s.kind, s.schedule, s.timezone),
+                "next": schedule_words.next_fires(s.kind, s.schedule, s.timezone, now),
+                "timeline": schedule_words.fires_per_hour(s.kind, s.schedule, s.timezone, hour)}
+    except ValueError as exc:  # a row edited by hand into something invalid: say so, show the rest
+        return {"words": f"invalid: {exc}", "next": [], "timeline": (0,) * 24}
 
 
 @bp.route("/")
 def index() -> ResponseReturnValue:
-    """Every schedule (from recurring_schedules)."""
+    """Schedules by name, PAGE_SIZE at a time (from recurring_schedules)."""
+    after = filters.arg("after") or ""
     with db.connection() as conn:
-        schedules = sorted(recurring.list_schedules(conn), key=lambda s: str(s.get("name")))
+        shown = schedules.list(after=after, limit=PAGE_SIZE + 1, conn=conn)
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(page_queries.RECURRING_RUNS, {"per": page_queries.RECENT_RUNS_PER_SCHEDULE}).fetchall()
+    more = len(shown) > PAGE_SIZE
+    shown = shown[:PAGE_SIZE]
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         runs.setdefault(row["name"], []).append(row)
-    return page("recurring/recurring.html", "recurring/_recurring.html", schedules=schedules, runs=runs,
+    now = datetime.now(UTC)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    views = {s.name: _view(s, now, hour) for s in shown}
+    live = [views[s.name]["timeline"] for s in shown if s.enabled and s.active]
+    return page("recurring/recurring.html", "recurring/_recurring.html", schedules=shown, runs=runs, views=views,
+                hours=[hour + timedelta(hours=h) for h in range(24)],
+                busiest=[(hour + timedelta(hours=h), n) for h, n in schedule_words.busiest_hours(live)],
+                next_after=shown[-1].name if more else None,
                 last_died={name: last_outcome(r) == "dead" for name, r in runs.items()})
 
 
@@ -39,6 +67,106 @@ def last_outcome(runs: list[dict[str, Any]]) -> str | None:
             continue
         return run["status"] or "gone"
     return None
+
+
+def _form_settings() -> dict[str, Any]:
+    """The create/edit form's fields that were filled in; ConfigError for a payload that is not JSON."""
+    given: dict[str, Any] = {}
+    for field in ("queue", "timezone", "tenant"):
+        if value := (filters.arg(field) or "").strip():
+            given[field] = value
+    when = (filters.arg("when") or "").strip()
+    if when:
+        given["every" if filters.arg("kind") == "interval" else "cron"] = when
+    payload = (filters.arg("payload") or "").strip()
+    if payload:
+        try:
+            given["payload"] = json.loads(payload)
+        except ValueError as exc:
+            raise ConfigError(f"payload is not valid JSON: {exc}") from None
+    return given
+
+
+@bp.route("/new", methods=["POST"])
+def create() -> ResponseReturnValue:
+    """Make a runtime schedule from the page's form."""
+    name = (filters.arg("name") or "").strip()
+    try:
+        given = _form_settings()
+        with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
+            made = schedules.create(name, given.pop("queue", ""), given.pop("payload", None), conn=conn, **given)
+            audit("create schedule", 1, conn=conn, schedule=name, **_form_settings())
+    except ConfigError as exc:  # a clear message, and nothing written
+        flash(f"Schedule not created: {exc}", "error")
+    else:
+        flash(f"Schedule {name} created; it fires {schedule_words.describe(made.kind, made.schedule, made.timezone)}.")
+    return redirect(url_for("recurring.index"), 303)
+
+
+@bp.route("/<path:name>/edit", methods=["GET"])
+def edit_form(name: str) -> ResponseReturnValue:
+    """A runtime schedule's change, backfill and delete forms (not on the live page, which refreshes)."""
+    with db.connection() as conn:
+        found = schedules.get(name, conn=conn)
+    if found is None:
+        abort(404, f"no schedule named {name[:200]!r}")
+    if found.origin != "runtime":
+        abort(404, f"schedule {name[:200]!r} is defined in code: change it there")
+    view = _view(found, datetime.now(UTC), datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
+    return page("recurring/edit.html", "recurring/edit.html", s=found, words=view["words"],
+                next=view["next"] if found.enabled else [])
+
+
+@bp.route("/<path:name>/edit", methods=["POST"])
+def edit(name: str) -> ResponseReturnValue:
+    """Change a runtime schedule's settings from its row's form (blank fields stay as they are)."""
+    try:
+        given = _form_settings()
+        with db.connection() as conn, conn.transaction():
+            schedules.update(name, conn=conn, **given)
+            audit("edit schedule", 1, conn=conn, schedule=name, **given)
+    except ConfigError as exc:
+        flash(f"Schedule {name} not changed: {exc}", "error")
+    else:
+        flash(f"Schedule {name} changed; it is planned again from now.")
+    return redirect(url_for("recurring.index"), 303)
+
+
+@bp.route("/<path:name>/backfill", methods=["POST"])
+def backfill(name: str) -> ResponseReturnValue:
+    """Enqueue the slots of the last N hours that never ran (each once)."""
+    try:
+        hours = float(filters.arg("hours") or "")
+        if not 0 < hours <= 24 * 31:
+            raise ValueError
+    except ValueError:
+        flash("Backfill needs a number of hours from 0 to 744.", "error")
+        return redirect(url_for("recurring.index"), 303)
+    now = datetime.now(UTC)
+    try:
+        with db.connection() as conn, conn.transaction():
+            ids = schedules.backfill(name, now - timedelta(hours=hours), now, conn=conn)
+            audit("backfill schedule", len(ids), conn=conn, schedule=name, hours=hours)
+    except ConfigError as exc:
+        flash(f"Schedule {name} not backfilled: {exc}", "error")
+    else:
+        flash(f"Schedule {name}: {len(ids)} missed slot(s) enqueued.")
+    return redirect(url_for("recurring.index"), 303)
+
+
+@bp.route("/<path:name>/delete", methods=["POST"])
+def delete(name: str) -> ResponseReturnValue:
+    """Delete a runtime schedule (its pending job is withdrawn)."""
+    try:
+        with db.connection() as conn, conn.transaction():
+            deleted = schedules.delete(name, conn=conn)
+            audit("delete schedule", 1 if deleted else 0, conn=conn, schedule=name)
+    except ConfigError as exc:
+        flash(f"Schedule {name} not deleted: {exc}", "error")
+    else:
+        flash(f"Schedule {name} deleted." if deleted else f"No schedule named {name}.",
+              "message" if deleted else "error")
+    return redirect(url_for("recurring.index"), 303)
 
 
 @bp.route("/<path:name>/<action>", methods=["POST"])

@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import linked_insert, task_defaults
+from skiplock.core import unique_for as unique_for_keys
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import Settings, load_settings
@@ -308,13 +309,15 @@ def producer_settings() -> Settings:
 # Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
 @overload
 def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
-            delay: float | timedelta | None = ..., unique_key: None = ..., max_attempts: int | None = ...,
+            delay: float | timedelta | None = ..., unique_key: None = ..., unique_for: None = ...,
+            max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
             version: int | None = ..., depends_on: Iterable[int] | None = ...,
             on_dependency_failure: str = ...) -> int: ...
 @overload
 def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
-            delay: float | timedelta | None = ..., unique_key: str | None, max_attempts: int | None = ...,
+            delay: float | timedelta | None = ..., unique_key: str | None, unique_for: float | timedelta | None = ...,
+            max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
             version: int | None = ..., depends_on: Iterable[int] | None = ...,
             on_dependency_failure: str = ...) -> int | None: ...
@@ -329,6 +332,7 @@ def enqueue(
     run_at: datetime | None = None,
     delay: float | timedelta | None = None,
     unique_key: str | None = None,
+    unique_for: float | timedelta | None = None,
     max_attempts: int | None = None,
     on_conflict: str = "ignore",
     lock_key: str | None = None,
@@ -342,8 +346,10 @@ def enqueue(
     `on_conflict` says what a unique_key already in flight does (one race-safe statement each):
     "ignore" (nothing, None), "bump" (the queued job's run_at becomes the later one; its id),
     "replace" (the queued job takes this payload and run_at; its id); a running job is never
-    changed (None). `lock_key`: at most one job per key runs at a time, across all workers
-    (default: the task's @task(lock_key=...)). `tenant`: claims take tenants round-robin.
+    changed (None). `unique_for` (seconds or a timedelta, with `unique_key`): the key is held that long
+    after this enqueue, whatever the job's state: a second enqueue with it returns the first job's id and
+    writes nothing (see skiplock.core.unique_for). `lock_key`: at most one job per key runs at a time,
+    across all workers (default: the task's @task(lock_key=...)). `tenant`: claims take tenants round-robin.
     `version`: the payload's version (default: the task's @task(version=...), else 1).
 
     `depends_on`: ids of jobs this one waits for. It becomes ready, in the same transaction as the
@@ -362,6 +368,10 @@ def enqueue(
     raw = None if conn is None else adapters.sync_connection(conn)
     if REGISTRY.get(queue) is None:  # a producer without the task: its workers' options (task_defaults.py)
         refresh_task_defaults(raw, [queue])
+    if unique_for is not None:
+        window = unique_for_keys.seconds(unique_for)
+        if unique_key is None or on_conflict != "ignore" or depends_on is not None:
+            raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
     if depends_on is not None or on_dependency_failure != "dead":
         specs, parents, policies = linked_specs([{
             "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
@@ -376,6 +386,8 @@ def enqueue(
                                          run_at=run_at, delay=delay, unique_key=unique_key,
                                          max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
                                          version=version)
+        if unique_for is not None:
+            return unique_for_keys.enqueue(partial(_execute, raw), params, window)
         rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
 

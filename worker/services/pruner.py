@@ -8,7 +8,7 @@ from functools import partial
 
 from psycopg_pool import ConnectionPool
 
-from skiplock.core import state_changes
+from skiplock.core import state_changes, unique_for
 from skiplock.core.durable import service as durable_service
 from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
@@ -69,6 +69,8 @@ class Pruner:
             # durable jobs' steps, cursors and wait rows of jobs that are gone, and signals past
             # SKIPLOCK_SIGNAL_RETENTION (core/durable/service.py)
             total += self._in_batches(lambda n: durable_service.prune(conn, self.settings.signal_retention, n))
+            # unique_for keys past their window (migration 037), through the expiry index
+            total += self._in_batches(lambda n: unique_for.prune(conn, n))
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total

@@ -11,16 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from skiplock.core.plumbing.db import is_connection_error
 from skiplock.services import recurring_store
-from skiplock.services.schedule import plan_time
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
@@ -38,21 +36,17 @@ PRUNE_SECONDS = 60.0
 SLOT_RETENTION = timedelta(days=2)
 # Wake a little after the fire time: the claim compares run_at with the database's clock.
 WAKE_DELAY = timedelta(milliseconds=20)
+# Definitions planned per pass at most: a pass stays short (its connection and the scheduler thread are
+# free again soon) when thousands fall due together; the rest are planned by the next pass.
+PASS_LIMIT = 500
+# Definitions planned per transaction: one commit for the lot (a commit costs more than a definition's
+# statements), small enough that a batch holds its row locks only briefly.
+BATCH = 50
 
 
 def utcnow() -> datetime:
     """The default clock."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A definition's pending slot, and when the pass after it should run."""
-
-    name: str
-    queue: str
-    fire_at: datetime
-    plan_at: datetime  # fire_at + the definition's spread offset
 
 
 class RecurringService:
@@ -77,8 +71,7 @@ class RecurringService:
         self.wake = wake
         self.wake_queues = set(wake_queues)
         self.synced = False
-        self.pending: list[Pending] = []
-        self._armed: dict[str, datetime] = {}
+        self._armed: dict[str, datetime] = {}  # timer -> the moment it is armed for
         self._warned_unmigrated = False
         self._lock = threading.RLock()  # tick() holds it around run_once()
 
@@ -92,42 +85,43 @@ class RecurringService:
     def run_once(self, now: datetime | None = None) -> list[tuple[str, datetime]]:
         """Enqueue every due slot at `now` (default: the clock); return the (name, fire_at) enqueued.
 
-        A definition is due when nothing is pending, or its pending slot fired at least its
-        spread offset ago. Until the sync has succeeded once, nothing is planned.
+        A definition is due when nothing is pending, or its pending slot fired at least its spread
+        offset ago (its plan_at). The table says which ones are due, PASS_LIMIT at a time, so a pass
+        costs what the due definitions cost however many there are, and this process keeps nothing
+        per definition. Until the sync has succeeded once, nothing is planned.
         """
         with self._lock:
             if not self.synced:
                 self.sync()
             now = now or self.clock()
             enqueued: list[tuple[str, datetime]] = []
-            pending: list[Pending] = []
             with self.pool.connection() as conn:
-                for row in recurring_store.live_schedules(conn):
-                    try:
-                        self._plan_one(conn, row, now, enqueued, pending)
-                    except Exception as exc:
-                        if is_connection_error(exc):
-                            raise
-                        # one broken row (edited by hand, say) must not stop every other definition
-                        log.exception("recurring %s: planning failed; other definitions go on", row["name"])
-            self.pending = pending
+                due = [row["name"] for row in recurring_store.due_schedules(conn, now, PASS_LIMIT)]
+                for start in range(0, len(due), BATCH):
+                    self._plan_batch(conn, due[start:start + BATCH], now, enqueued)
             return enqueued
 
-    def _plan_one(self, conn: psycopg.Connection, row: dict[str, Any], now: datetime,
-                  enqueued: list[tuple[str, datetime]], pending: list[Pending]) -> None:
-        head = row["next_fire_at"]
-        if head is None or now >= self._plan_at(row, head):
-            advanced = recurring_store.advance(conn, row["name"], now)
-            if advanced is None:
-                return  # another worker is planning it right now (or it was just paused)
-            enqueued.extend((row["name"], t) for t in advanced.enqueued)
-            head = advanced.next_fire_at
-        if head is not None:
-            pending.append(Pending(row["name"], row["queue"], head, self._plan_at(row, head)))
-
-    @staticmethod
-    def _plan_at(row: dict[str, Any], head: datetime) -> datetime:
-        return plan_time(row["name"], row["kind"], row["schedule"], row["timezone"], head)
+    def _plan_batch(self, conn: psycopg.Connection, names: list[str], now: datetime,
+                    enqueued: list[tuple[str, datetime]]) -> None:
+        try:
+            planned = recurring_store.advance_many(conn, names, now)
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            # one broken row (edited by hand, say) must not stop every other definition: one at a time
+            planned = {}
+            for name in names:
+                try:
+                    advanced = recurring_store.advance(conn, name, now)
+                except Exception as exc_one:
+                    if is_connection_error(exc_one):
+                        raise
+                    log.exception("recurring %s: planning failed; other definitions go on", name)
+                    continue
+                if advanced is not None:  # None: another worker is planning it (or it was just paused)
+                    planned[name] = advanced
+        for name, advanced in planned.items():
+            enqueued.extend((name, t) for t in advanced.enqueued)
 
     def tick(self) -> None:
         """A pass, then timers: wake the claim loop at each pending fire time, and plan right after it."""
@@ -147,20 +141,22 @@ class RecurringService:
             self._warned_unmigrated = True
 
     def _arm_timers(self, scheduler: BaseScheduler) -> None:
+        # Two timers at most, whatever the number of definitions: each pass re-arms them for the soonest
+        # moments, and passes come every POLL_SECONDS, so a later slot gets its timer in time.
         now = self.clock()
-        for item in self.pending:
-            if self.wake is not None and item.queue in self.wake_queues and item.fire_at > now \
-                    and self._armed.get(item.name) != item.fire_at:
-                scheduler.add_job(self.wake, "date", run_date=item.fire_at + WAKE_DELAY,
-                                  id=f"recurring-wake:{item.name}", replace_existing=True)
-                self._armed[item.name] = item.fire_at
-        soonest = min((p.plan_at for p in self.pending), default=None)
-        if soonest is not None and now < soonest < now + timedelta(seconds=POLL_SECONDS) \
-                and self._armed.get("") != soonest:
+        with self.pool.connection() as conn:
+            fire = recurring_store.soonest_fire(conn, now, self.wake_queues) if self.wake_queues else None
+            soonest = recurring_store.soonest_plan(conn, now)
+        if self.wake is not None and fire is not None and self._armed.get("wake") != fire:
+            scheduler.add_job(self.wake, "date", run_date=fire + WAKE_DELAY, id="recurring-wake",
+                              replace_existing=True)
+            self._armed["wake"] = fire
+        if soonest is not None and soonest < now + timedelta(seconds=POLL_SECONDS) \
+                and self._armed.get("plan") != soonest:
             # the poll would be up to a second late for the next slot's enqueue: run a pass on time
             scheduler.add_job(self._timed_tick, "date", run_date=soonest, id="recurring-on-time",
                               replace_existing=True)
-            self._armed[""] = soonest
+            self._armed["plan"] = soonest
 
     def _timed_tick(self) -> None:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -23,22 +23,18 @@ from psycopg.types.json import Jsonb
 
 from skiplock.core import state_changes
 from skiplock.core.producer import enqueue
-from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots
+from skiplock.core.sql import queries
+from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots, plan_time
 
 log = logging.getLogger("skiplock.recurring")
+Q = queries("recurring_schedules")
 
 # Lock one enabled, active definition for planning; a row another worker holds is skipped.
 LOCK_DUE = """
-SELECT name, queue, kind, schedule, timezone, payload, catch_up, last_fire_at, next_fire_at
+SELECT name, queue, kind, schedule, timezone, payload, catch_up, tenant, last_fire_at, next_fire_at
   FROM recurring_schedules
  WHERE name = %(name)s AND enabled AND active
    FOR UPDATE SKIP LOCKED
-"""
-
-# Every definition the scheduler may have to plan (the table is small: one row per definition).
-SELECT_LIVE = """
-SELECT name, queue, kind, schedule, timezone, next_fire_at
-  FROM recurring_schedules WHERE enabled AND active ORDER BY name
 """
 
 # The durable "this slot was enqueued" record; no row back means it already was.
@@ -50,9 +46,10 @@ RETURNING fire_at
 
 SET_SLOT_JOB = "UPDATE recurring_slots SET job_id = %(job_id)s WHERE name = %(name)s AND fire_at = %(fire_at)s"
 
-# After planning: the newest slot that came due, and the pending one.
+# After planning: the newest slot that came due, the pending one, and when to plan the one after it.
 SET_FIRE_TIMES = """
-UPDATE recurring_schedules SET last_fire_at = %(last)s, next_fire_at = %(next)s, updated_at = now()
+UPDATE recurring_schedules SET last_fire_at = %(last)s, next_fire_at = %(next)s, plan_at = %(plan_at)s,
+       updated_at = now()
  WHERE name = %(name)s
 """
 
@@ -65,7 +62,7 @@ RETURNING name
 """
 
 LOCK_DEFINITION = """
-SELECT name, queue, kind, schedule, timezone, payload, catch_up, active
+SELECT name, queue, kind, schedule, timezone, payload, catch_up, active, origin
   FROM recurring_schedules WHERE name = %(name)s FOR UPDATE
 """
 
@@ -73,17 +70,17 @@ SELECT name, queue, kind, schedule, timezone, payload, catch_up, active
 REPLACE_DEFINITION = """
 UPDATE recurring_schedules
    SET queue = %(queue)s, kind = %(kind)s, schedule = %(schedule)s, timezone = %(timezone)s,
-       payload = %(payload)s, catch_up = %(catch_up)s, active = true, next_fire_at = NULL,
+       payload = %(payload)s, catch_up = %(catch_up)s, active = true, next_fire_at = NULL, plan_at = NULL,
        updated_at = now()
  WHERE name = %(name)s
 """
 
 SET_CATCH_UP = "UPDATE recurring_schedules SET catch_up = %(catch_up)s, updated_at = now() WHERE name = %(name)s"
 
-# Definitions of this process's queues that its code no longer declares.
+# Definitions of this process's queues that its code no longer declares (runtime ones are not code's).
 DEACTIVATE_MISSING = """
-UPDATE recurring_schedules SET active = false, next_fire_at = NULL, updated_at = now()
- WHERE active AND queue = ANY(%(queues)s::text[]) AND NOT (name = ANY(%(names)s::text[]))
+UPDATE recurring_schedules SET active = false, next_fire_at = NULL, plan_at = NULL, updated_at = now()
+ WHERE active AND origin = 'code' AND queue = ANY(%(queues)s::text[]) AND NOT (name = ANY(%(names)s::text[]))
 RETURNING name
 """
 
@@ -97,19 +94,19 @@ SELECT s.job_id FROM recurring_slots s JOIN jobs j ON j.id = s.job_id
 DELETE_WITHDRAWN_SLOTS = "DELETE FROM recurring_slots WHERE name = %(name)s AND job_id = ANY(%(ids)s::bigint[])"
 
 PAUSE = """
-UPDATE recurring_schedules SET enabled = false, next_fire_at = NULL, updated_at = now()
+UPDATE recurring_schedules SET enabled = false, next_fire_at = NULL, plan_at = NULL, updated_at = now()
  WHERE name = %(name)s AND enabled RETURNING name
 """
 
 RESUME = """
-UPDATE recurring_schedules SET enabled = true, next_fire_at = NULL, updated_at = now()
+UPDATE recurring_schedules SET enabled = true, next_fire_at = NULL, plan_at = NULL, updated_at = now()
  WHERE name = %(name)s AND NOT enabled RETURNING name
 """
 
-SELECT_ONE = "SELECT name, queue, payload FROM recurring_schedules WHERE name = %(name)s FOR SHARE"
+SELECT_ONE = "SELECT name, queue, payload, tenant FROM recurring_schedules WHERE name = %(name)s FOR SHARE"
 
 LIST = """
-SELECT name, queue, kind, schedule, timezone, payload, enabled, active, catch_up,
+SELECT name, queue, kind, schedule, timezone, payload, tenant, origin, enabled, active, catch_up,
        last_fire_at, next_fire_at, updated_at
   FROM recurring_schedules ORDER BY name
 """
@@ -150,7 +147,7 @@ def _enqueue_slot(conn: psycopg.Connection, row: dict[str, Any], fire_at: dateti
         return False, None
     # a manual instance runs at now() so the insert trigger wakes idle workers at once
     job_id = enqueue(row["queue"], row["payload"], conn=conn, run_at=None if manual else fire_at,
-                     unique_key=slot_key(name, fire_at, manual))
+                     unique_key=slot_key(name, fire_at, manual), tenant=row.get("tenant"))
     if job_id is None:
         log.warning("recurring %s: slot %s collapsed onto an in-flight job with the same key", name, fire_at)
     conn.execute(SET_SLOT_JOB, {"job_id": job_id, "name": name, "fire_at": fire_at})
@@ -167,24 +164,88 @@ def advance(conn: psycopg.Connection, name: str, now: datetime, grace: timedelta
             row = cur.execute(LOCK_DUE, {"name": name}).fetchone()
         if row is None:
             return None
-        head: datetime | None = row["next_fire_at"]
-        schedule = build_schedule(row["kind"], row["schedule"], row["timezone"])
-        slots = plan_slots(schedule, head, now, row["catch_up"], grace)
-        if not slots:
-            return Advanced([], head)
-        enqueued = [fire_at for fire_at in slots if _enqueue_slot(conn, row, fire_at, manual=False)[0]]
-        due = [t for t in (head, *slots) if t is not None and t <= now]
-        conn.execute(SET_FIRE_TIMES, {"name": name, "next": slots[-1],
-                                      "last": max(due) if due else row["last_fire_at"]})
-    for fire_at in enqueued:
-        log.info("recurring %s: enqueued slot %s", name, fire_at.isoformat())
+        advanced = _plan_locked(conn, row, now, grace)
+    _log_enqueued(name, advanced)
+    return advanced
+
+
+def advance_many(conn: psycopg.Connection, names: list[str], now: datetime,
+                 grace: timedelta = LATE_GRACE) -> dict[str, Advanced]:
+    """`advance` for several definitions in one transaction: what the scheduler's pass does, a batch at a time.
+
+    One commit for the batch instead of one per definition (the commit's flush is most of a definition's
+    cost). Definitions another worker holds, or that are paused or gone, are left out of the result.
+    """
+    with conn.transaction():
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(Q.lock_due_many, {"names": names}).fetchall()
+        # pipeline mode: the statements whose results are not read (a slot's job id, the fire times) go out
+        # with the next one that is, instead of each waiting for its own round trip
+        with conn.pipeline():
+            planned = {row["name"]: _plan_locked(conn, row, now, grace) for row in rows}
+    for name, advanced in planned.items():
+        _log_enqueued(name, advanced)
+    return planned
+
+
+def _plan_locked(conn: psycopg.Connection, row: dict[str, Any], now: datetime, grace: timedelta) -> Advanced:
+    """Enqueue the due slots of the definition in `row` (locked by the caller's transaction) and store its head."""
+    name = row["name"]
+    head: datetime | None = row["next_fire_at"]
+    schedule = build_schedule(row["kind"], row["schedule"], row["timezone"])
+    slots = plan_slots(schedule, head, now, row["catch_up"], grace)
+    if not slots:
+        # not due yet (a definition migrated before plan_at, or a pass that raced another worker's)
+        conn.execute(SET_FIRE_TIMES, {"name": name, "next": head, "last": row["last_fire_at"],
+                                      "plan_at": _plan_at(row, head)})
+        return Advanced([], head)
+    enqueued = [fire_at for fire_at in slots if _enqueue_slot(conn, row, fire_at, manual=False)[0]]
+    due = [t for t in (head, *slots) if t is not None and t <= now]
+    conn.execute(SET_FIRE_TIMES, {"name": name, "next": slots[-1], "plan_at": _plan_at(row, slots[-1]),
+                                  "last": max(due) if due else row["last_fire_at"]})
     return Advanced(enqueued, slots[-1])
 
 
-def live_schedules(conn: psycopg.Connection) -> list[dict[str, Any]]:
-    """The enabled, active definitions with their pending slot (for the scheduler's pass)."""
+def _log_enqueued(name: str, advanced: Advanced) -> None:
+    for fire_at in advanced.enqueued:
+        log.info("recurring %s: enqueued slot %s", name, fire_at.isoformat())
+
+
+def _plan_at(row: dict[str, Any], head: datetime | None) -> datetime | None:
+    """When the slot after `head` should be planned (None: nothing pending, due at once)."""
+    if head is None:
+        return None
+    return plan_time(row["name"], row["kind"], row["schedule"], row["timezone"], head)
+
+
+def due_schedules(conn: psycopg.Connection, now: datetime, limit: int) -> list[dict[str, Any]]:
+    """Up to `limit` enabled, active definitions due for planning at `now`, the longest due first."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(SELECT_LIVE).fetchall()
+        return cur.execute(Q.due_schedules, {"now": now, "limit": limit}).fetchall()
+
+
+def soonest_fire(conn: psycopg.Connection, now: datetime, queues: Iterable[str]) -> datetime | None:
+    """The soonest pending slot after `now` of a definition on `queues`, or None."""
+    row = conn.execute(Q.soonest_fire, {"now": now, "queues": sorted(queues)}).fetchone()
+    return None if row is None else row[0]
+
+
+def soonest_plan(conn: psycopg.Connection, now: datetime) -> datetime | None:
+    """The soonest moment after `now` at which a definition becomes due for planning, or None."""
+    row = conn.execute(Q.soonest_plan, {"now": now}).fetchone()
+    return None if row is None else row[0]
+
+
+def backfill_slots(conn: psycopg.Connection, row: dict[str, Any], slots: Iterable[datetime]) -> list[int]:
+    """Enqueue each of `slots` of the definition in `row` that was never enqueued; the new jobs' ids."""
+    ids = []
+    for fire_at in slots:
+        inserted, job_id = _enqueue_slot(conn, row, fire_at, manual=False)
+        if inserted and job_id is not None:
+            ids.append(job_id)
+    if ids:
+        log.info("recurring %s: backfilled %d slot(s)", row["name"], len(ids))
+    return ids
 
 
 def withdraw_pending(conn: psycopg.Connection, name: str, reason: str) -> list[int]:
@@ -203,6 +264,7 @@ class SyncResult:
     added: list[str]
     changed: list[str]
     deactivated: list[str]
+    conflicts: list[str] = field(default_factory=list)  # code definitions named like a runtime schedule
 
 
 class Definition(Protocol):
@@ -251,6 +313,10 @@ def sync_definitions(conn: psycopg.Connection, definitions: Iterable[Definition]
             with conn.cursor(row_factory=dict_row) as cur:
                 row = cur.execute(LOCK_DEFINITION, {"name": d.name}).fetchone()
             assert row is not None  # inserted or present; rows are never deleted concurrently here
+            if row["origin"] == "runtime":
+                # a schedule made at runtime owns its name; code does not overwrite what an operator made
+                result.conflicts.append(d.name)
+                continue
             stored = (row["queue"], row["kind"], row["schedule"], row["timezone"], row["payload"])
             if stored != (d.queue, d.kind, d.schedule, d.timezone, d.payload) or not row["active"]:
                 conn.execute(REPLACE_DEFINITION, params)
@@ -268,6 +334,9 @@ def sync_definitions(conn: psycopg.Connection, definitions: Iterable[Definition]
         log.info("recurring %s: definition changed; planning again from now", name)
     for name in gone:
         log.warning("recurring %s: no longer defined in code; marked inactive", name)
+    for name in result.conflicts:
+        log.error("recurring %s: defined in code, but a schedule made at runtime has that name; the runtime one "
+                  "is kept (rename one of them)", name)
     return result
 
 

@@ -1,0 +1,117 @@
+"""Ten thousand schedules made at runtime, firing every minute, with a worker SIGKILLed in the middle.
+
+    python -m tests.benchmarks.runtime_schedules [--schedules 10000] [--minutes 5] [--out tests/benchmarks/results]
+
+Two worker processes serve the schedules' queue (no-op jobs). The benchmark process times its own
+scheduler passes (RecurringService.run_once, once a second: it is one more scheduler among the workers'),
+reads the workers' resident memory with no schedule and with all of them, SIGKILLs one worker half-way and
+starts a replacement. At the end every schedule must have exactly one slot (and one job) per minute from
+the first full minute to the last. Writes runtime_schedules.json to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+from skiplock.core.plumbing.db import make_pool
+from skiplock.services.recurring_service import RecurringService
+from skiplock.tools.bench import BENCH_QUEUE, scratch_database, stop_processes, worker_env
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def one(conn: psycopg.Connection, sql: str) -> tuple:
+    """The one row of `sql`."""
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row
+
+
+def start_worker(url: str) -> subprocess.Popen[bytes]:
+    env = worker_env(url, lease_seconds=10, reaper_interval=1)
+    return subprocess.Popen([sys.executable, "-m", "skiplock"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def run(url: str, count: int, minutes: int) -> dict:
+    with scratch_database(url, "skiplock_bench_sched") as db, psycopg.connect(db, autocommit=True) as conn:
+        workers = [start_worker(db) for _ in range(2)]
+        time.sleep(5)  # measurement, not synchronisation: let the workers import and settle
+        rss_empty = [rss_mib(w.pid) for w in workers]
+        conn.execute("SELECT skiplock_create_schedule('s' || g, %s, jsonb_build_object('n', g), p_every => '1m') "
+                     "FROM generate_series(1, %s) g", (BENCH_QUEUE, count))
+        pool = make_pool(db, "bench-scheduler", size=1, open_wait=True)
+        service = RecurringService(pool)
+        passes: list[float] = []
+        start = time.monotonic()
+        killed = False
+        while time.monotonic() - start < minutes * 60:
+            t0 = time.perf_counter()
+            service.run_once()
+            passes.append(time.perf_counter() - t0)
+            if not killed and time.monotonic() - start > minutes * 30:
+                workers[0].kill()  # SIGKILL, mid-run
+                workers[0].wait()
+                workers.append(start_worker(db))
+                killed = True
+            time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+        rss_full = [rss_mib(w.pid) for w in workers[1:]]
+        conn.execute("UPDATE recurring_schedules SET enabled = false")  # stop planning; the check reads slots
+        stop_processes(workers[1:])
+        pool.close()
+        # slots that fired: per schedule and minute, how many slot rows and distinct jobs
+        per_minute = one(conn, """
+            SELECT count(*) FILTER (WHERE n <> 1), count(*), count(DISTINCT name), min(fire_at), max(fire_at)
+              FROM (SELECT name, fire_at, count(*) AS n FROM recurring_slots WHERE fire_at <= now()
+                     GROUP BY name, fire_at) s""")
+        gaps = one(conn, """
+            SELECT count(*) FROM (
+              SELECT fire_at - lag(fire_at) OVER (PARTITION BY name ORDER BY fire_at) AS step
+                FROM recurring_slots) s WHERE step <> interval '1 minute'""")[0]
+        jobs_per_slot = one(conn, """
+            SELECT count(*) FROM (SELECT job_id FROM recurring_slots GROUP BY job_id HAVING count(*) > 1) d
+        """)[0]
+        ran = one(conn, "SELECT coalesce(sum(completed), 0) FROM job_stats")[0]
+    passes.sort()
+    return {"schedules": count, "minutes": minutes, "passes": len(passes),
+            "pass_p50_ms": round(statistics.median(passes) * 1000, 1),
+            "pass_p99_ms": round(passes[int(len(passes) * 0.99) - 1] * 1000, 1),
+            "pass_max_ms": round(passes[-1] * 1000, 1),
+            "worker_rss_mib_empty": [round(r, 1) for r in rss_empty],
+            "worker_rss_mib_with_schedules": [round(r, 1) for r in rss_full],
+            "slots_fired": per_minute[1], "slots_not_once": per_minute[0], "schedules_fired": per_minute[2],
+            "gaps": gaps, "slots_sharing_a_job": jobs_per_slot, "jobs_succeeded": int(ran),
+            "first_slot": per_minute[3].isoformat(), "last_slot": per_minute[4].isoformat()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", type=int, default=10_000)
+    parser.add_argument("--minutes", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("tests/benchmarks/results"))
+    args = parser.parse_args()
+    result = run(os.environ.get("DATABASE_URL", DEFAULT_URL), args.schedules, args.minutes)
+    print(json.dumps(result, indent=2))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "runtime_schedules.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

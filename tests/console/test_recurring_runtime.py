@@ -1,0 +1,71 @@
+"""The Recurring page with schedules made at runtime: create, edit, backfill, pause, delete (each audited),
+cron in plain words with the next fires, the 24-hour timeline, and code-defined schedules left alone."""
+
+from __future__ import annotations
+
+from skiplock import schedules
+from skiplock.services.recurring_defs import define
+from skiplock.services.recurring_store import sync_definitions
+
+
+def actions(conn) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT action FROM audit_log ORDER BY id")]
+
+
+def test_create_edit_backfill_pause_and_delete_from_the_page(admin, conn):
+    made = admin.post("/recurring/new", {"name": "report:acme", "queue": "t1", "kind": "cron", "when": "0 7 * * *",
+                                        "timezone": "Europe/Berlin", "tenant": "acme", "payload": '{"c": 1}'})
+    assert made.status_code == 303
+    html = admin.get("/recurring/").get_data(as_text=True)
+    assert "every day at 07:00 (Europe/Berlin)" in html and 'data-origin="runtime"' in html
+    assert 'data-timeline-row="report:acme"' in html
+    row = schedules.get("report:acme")
+    assert row is not None and (row.tenant, row.payload) == ("acme", {"c": 1})
+    form = admin.get("/recurring/report:acme/edit").get_data(as_text=True)
+    assert "0 7 * * *" in form and "backfill" in form
+    assert admin.post("/recurring/report:acme/edit", {"queue": "t1", "kind": "interval", "when": "30m",
+                                                     "timezone": "UTC", "payload": '{"c": 2}'}).status_code == 303
+    changed = schedules.get("report:acme")
+    assert changed is not None and (changed.kind, changed.schedule, changed.payload) == ("interval", "30m", {"c": 2})
+    assert "every 30 minutes" in admin.get("/recurring/").get_data(as_text=True)
+    assert admin.post("/recurring/report:acme/backfill", {"hours": "2"}).status_code == 303
+    backfilled = conn.execute("SELECT count(*) FROM jobs WHERE queue = 't1' AND run_at <= now()").fetchone()[0]
+    assert backfilled in (4, 5)  # the half hours of the last two hours
+    assert admin.post("/recurring/report:acme/pause").status_code == 303
+    assert admin.post("/recurring/report:acme/delete").status_code == 303
+    assert schedules.get("report:acme") is None
+    assert actions(conn) == ["create schedule", "edit schedule", "backfill schedule", "pause schedule",
+                             "delete schedule"]
+
+
+def test_bad_input_is_flashed_and_nothing_is_written(admin, conn):
+    for form, message in [
+        ({"name": "x", "queue": "t1", "kind": "cron", "when": "0 25 * * *"}, "invalid cron schedule"),
+        ({"name": "x", "queue": "t1", "kind": "cron", "when": "0 7 * * *", "timezone": "Mars/Base"},
+         "unknown time zone"),
+        ({"name": "x", "queue": "t1", "kind": "interval", "when": "5m", "payload": "{nope"}, "not valid JSON"),
+    ]:
+        page = admin.post("/recurring/new", form, follow_redirects=True).get_data(as_text=True)
+        assert message in page
+    schedules.create("taken", "t1", {}, every="1h")
+    page = admin.post("/recurring/new", {"name": "taken", "queue": "t2", "kind": "interval", "when": "5m"},
+                      follow_redirects=True).get_data(as_text=True)
+    assert "already exists" in page
+    assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 1
+    assert actions(conn) == []
+
+
+def test_code_defined_schedules_are_marked_and_not_editable(admin, conn):
+    sync_definitions(conn, [define("nightly", queue="t1", cron="0 2 * * *")], ["t1"])
+    html = admin.get("/recurring/").get_data(as_text=True)
+    assert 'data-origin="code"' in html and "/recurring/nightly/edit" not in html
+    assert admin.get("/recurring/nightly/edit").status_code == 404
+    page = admin.post("/recurring/nightly/delete", follow_redirects=True).get_data(as_text=True)
+    assert "defined in code" in page
+    assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 1
+
+
+def test_a_read_only_login_cannot_create(viewer, conn):
+    response = viewer.post("/recurring/new", {"name": "x", "queue": "t1", "kind": "interval", "when": "5m"})
+    assert response.status_code in (302, 303, 403)
+    assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 0

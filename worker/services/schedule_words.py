@@ -1,0 +1,147 @@
+"""What a schedule means, for people: its cron in plain words, its next fires, and its fires per hour.
+
+Pure functions of the stored (kind, schedule, timezone) and a moment, like schedule.py below them: the
+console's Recurring page shows these, and tests drive them with plain datetimes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from functools import lru_cache
+
+from skiplock.services.schedule import _WEEKDAYS, build_schedule, parse_interval
+
+_DAY_NAMES = {"sun": "Sunday", "mon": "Monday", "tue": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
+              "fri": "Friday", "sat": "Saturday"}
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+# Fires counted per schedule and day at most: a timeline is for spotting crowded hours, and an every-second
+# schedule would otherwise cost 86,400 steps per page view.
+MAX_COUNTED = 1440
+
+
+def _plural(count: int, unit: str) -> str:
+    return f"{count} {unit}" if count == 1 else f"{count} {unit}s"
+
+
+def _duration(seconds: int) -> str:
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds >= size:
+            parts.append(_plural(seconds // size, unit))
+            seconds %= size
+    return " ".join(parts)
+
+
+def _day_name(token: str) -> str:
+    token = token.lower()
+    if token.isdigit():
+        token = _WEEKDAYS[int(token) % 7]
+    return _DAY_NAMES.get(token[:3], token)
+
+
+def _weekdays(field: str) -> str | None:
+    """'1-5' -> 'Monday to Friday', '0,6' -> 'Sunday and Saturday'; None for forms with steps."""
+    if "/" in field:
+        return None
+    names = []
+    for item in field.split(","):
+        if "-" in item:
+            first, last = item.split("-", 1)
+            names.append(f"{_day_name(first)} to {_day_name(last)}")
+        else:
+            names.append(_day_name(item))
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def describe_cron(expression: str) -> str:
+    """A 5-field crontab in plain words.
+
+    >>> describe_cron("0 7 * * *"), describe_cron("*/15 * * * *"), describe_cron("30 6 * * 1-5")
+    ('every day at 07:00', 'every 15 minutes', 'at 06:30, Monday to Friday')
+    """
+    minute, hour, dom, month, dow = expression.split()
+    number = re.compile(r"\d+")
+    if (hour, dom, month, dow) == ("*", "*", "*", "*"):
+        if minute == "*":
+            return "every minute"
+        if minute.startswith("*/"):
+            return f"every {_plural(int(minute[2:]), 'minute')}"
+        if number.fullmatch(minute):
+            return f"every hour at minute {int(minute)}"
+    if number.fullmatch(minute) and number.fullmatch(hour):
+        at = f"{int(hour):02}:{int(minute):02}"
+        if (dom, month) == ("*", "*"):
+            days = None if dow == "*" else _weekdays(dow)
+            if dow == "*":
+                return f"every day at {at}"
+            if days is not None:
+                return f"at {at}, {days}"
+        if number.fullmatch(dom) and dow == "*":
+            if month == "*":
+                return f"at {at} on day {int(dom)} of every month"
+            if number.fullmatch(month) and 1 <= int(month) <= 12:
+                return f"at {at} on {int(dom)} {_MONTHS[int(month) - 1]}"
+    return f"cron: minute {minute}, hour {hour}, day of month {dom}, month {month}, day of week {dow}"
+
+
+def describe(kind: str, schedule: str, timezone: str) -> str:
+    """A stored schedule in plain words, with its time zone when cron fields are read in one other than UTC.
+
+    >>> describe("interval", "1h30m", "UTC"), describe("cron", "0 7 * * *", "Europe/Berlin")
+    ('every 1 hour 30 minutes', 'every day at 07:00 (Europe/Berlin)')
+    """
+    if kind == "interval":
+        return f"every {_duration(parse_interval(schedule))}"
+    words = describe_cron(schedule)
+    return words if timezone == "UTC" else f"{words} ({timezone})"
+
+
+def next_fires(kind: str, schedule: str, timezone: str, after: datetime, count: int = 3) -> list[datetime]:
+    """The first `count` fire times strictly after `after`."""
+    compiled = build_schedule(kind, schedule, timezone)
+    fires: list[datetime] = []
+    moment = after
+    for _ in range(count):
+        moment = compiled.next_after(moment)
+        fires.append(moment)
+    return fires
+
+
+@lru_cache(maxsize=4096)
+def fires_per_hour(kind: str, schedule: str, timezone: str, start: datetime, hours: int = 24) -> tuple[int, ...]:
+    """How many times the schedule fires in each of the `hours` hours from `start` (an hour boundary).
+
+    Cached per hour boundary: schedules that share a cron share the work, and a page view within the
+    same hour recomputes nothing. At most MAX_COUNTED fires are counted; an interval is counted exactly.
+    """
+    end = start + timedelta(hours=hours)
+    counts = [0] * hours
+    if kind == "interval":
+        step = parse_interval(schedule)
+        for h in range(hours):
+            low = (start + timedelta(hours=h)).timestamp()
+            # multiples of the interval (since the epoch) in [low, low + 3600)
+            counts[h] = int(-(-(low + 3600) // step) - -(-low // step))
+        return tuple(counts)
+    compiled = build_schedule(kind, schedule, timezone)
+    moment = start - timedelta(microseconds=1)
+    for _ in range(MAX_COUNTED):
+        moment = compiled.next_after(moment)
+        if moment >= end:
+            break
+        counts[int((moment - start) // timedelta(hours=1))] += 1
+    return tuple(counts)
+
+
+def busiest_hours(timelines: Iterable[tuple[int, ...]], top: int = 3) -> list[tuple[int, int]]:
+    """(hour offset, total fires) of the `top` busiest hours over many schedules' timelines, busiest first."""
+    totals: list[int] = []
+    for line in timelines:
+        if not totals:
+            totals = [0] * len(line)
+        totals = [a + b for a, b in zip(totals, line, strict=True)]
+    ranked = sorted(enumerate(totals), key=lambda item: (-item[1], item[0]))
+    return [(hour, total) for hour, total in ranked[:top] if total > 0]
