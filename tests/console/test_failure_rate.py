@@ -30,7 +30,7 @@ def test_the_queue_page_charts_failures_over_runs(admin: Any, conn: Any, spawn_w
         figure = re.search(r'<figure class="chart failure-rate" id="failure-rate" data-failures="(\d+)" '
                            r'data-runs="(\d+)"', page)
         assert figure and figure.groups() == ("4", "10"), span
-        assert "40.0% of 10 runs failed" in page and "(4 retried or dead)" in page
+        assert "40.0% of 10 runs failed" in page and "(4 retried, dead or reaped)" in page
         bars = BAR.findall(page)
         # the runs fall in one or two buckets (a minute may turn meanwhile): together they are the range's
         assert sum(int(f) for _, f, _ in bars) == 4 and sum(int(r) for _, _, r in bars) == 10, bars

@@ -21,6 +21,7 @@ MIN_FAILURES = 5  # fewer failures in an hour is never "unusual"
 RATIO = 2.0  # unusual: at least twice the usual rate...
 MARGIN = 0.01  # ...and at least one percentage point above it
 NEW_GROUPS_SCAN = 5_000
+NEW_GROUPS_NAMED = 5  # the sentence names this many new groups and counts the rest
 
 
 @dataclass(frozen=True)
@@ -68,4 +69,5 @@ def index() -> ResponseReturnValue:
         rates = unusual_rates([tuple(r) for r in conn.execute(page_queries.CHANGED_RATES)])
         groups = [NewGroup(q, e, at, int(n)) for q, e, at, n in
                   conn.execute(page_queries.CHANGED_NEW_GROUPS, {"scan": NEW_GROUPS_SCAN})]
-    return page("changed/changed.html", "changed/_changed.html", rates=rates, groups=groups)
+    return page("changed/changed.html", "changed/_changed.html", rates=rates, groups=groups[:NEW_GROUPS_NAMED],
+                new_groups=len(groups))

@@ -61,7 +61,7 @@ class Summary:
     retrying: int
     retrying_partial: bool
     ready: int
-    scheduled: int
+    scheduled: int  # enqueued to run later; the jobs waiting to retry are `retrying`, not in it
     running: int
     dead: int
     parked: int
@@ -164,8 +164,10 @@ def summary(conn: psycopg.Connection, rows: list[QueueRow]) -> Summary:
     # the last 60 s: this minute so far, plus the part of the previous minute still inside the window
     rate = (float(cur) + float(prev) * max(60.0 - float(into), 0.0) / 60.0) / 60.0
     live, stale = conn.execute(page_queries.WORKER_COUNTS, {"live": LIVE_WORKER_SECONDS}).fetchone()  # type: ignore[misc]
+    # "scheduled" beside "waiting to retry" counts the jobs enqueued to run later, not those retries again
+    scheduled = max(sum(r.scheduled for r in rows) - retrying, 0)
     return Summary(int(today[0]), int(today[1]), retrying, retrying_partial,
-                   sum(r.ready for r in rows), sum(r.scheduled for r in rows), sum(r.running for r in rows),
+                   sum(r.ready for r in rows), scheduled, sum(r.running for r in rows),
                    sum(r.dead for r in rows), sum(r.parked for r in rows),
                    any(max(r.ready, r.scheduled, r.dead) > counts.COUNT_CAP for r in rows), rate, int(live), int(stale))
 

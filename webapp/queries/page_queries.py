@@ -96,11 +96,13 @@ SELECT extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY now() - r
 # The planner's row estimate of jobs, to size the sample above.
 JOBS_ESTIMATE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'jobs'::regclass"
 
-# Succeeded, retried and dead per queue per bucket since %(start)s (job_stats is summed over workers),
-# buckets of %(bucket)s seconds aligned on %(start)s: the overview's charts for 1 h, 24 h or 7 d.
+# Succeeded, retried, reaped and dead per queue per bucket since %(start)s (job_stats is summed over
+# workers), buckets of %(bucket)s seconds aligned on %(start)s: the overview's charts for 1 h, 24 h or 7 d.
+# A reaped run is one a worker lost (killed, out of memory): a failure, though no handler raised.
 STATS_RANGE = """
 SELECT queue, date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS bucket,
-       sum(completed)::bigint AS succeeded, sum(retried)::bigint AS retried, sum(dead)::bigint AS dead
+       sum(completed)::bigint AS succeeded, sum(retried)::bigint AS retried, sum(reaped)::bigint AS reaped,
+       sum(dead)::bigint AS dead
   FROM job_stats
  WHERE minute >= %(start)s
  GROUP BY 1, 2
@@ -111,11 +113,12 @@ SELECT queue, date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS 
 # a rollup row every minute comes from job_stats, as in STATS_RANGE: slower, the same numbers.
 STATS_RANGE_HOURLY = """
 SELECT queue, date_bin(make_interval(secs => %(bucket)s), t, %(start)s) AS bucket,
-       sum(completed)::bigint AS succeeded, sum(retried)::bigint AS retried, sum(dead)::bigint AS dead
-  FROM (SELECT queue, hour AS t, completed, retried, dead FROM job_stats_hourly
+       sum(completed)::bigint AS succeeded, sum(retried)::bigint AS retried, sum(reaped)::bigint AS reaped,
+       sum(dead)::bigint AS dead
+  FROM (SELECT queue, hour AS t, completed, retried, reaped, dead FROM job_stats_hourly
          WHERE hour >= %(start)s AND hour < (SELECT until FROM job_stats_rollup)
         UNION ALL
-        SELECT queue, minute, completed, retried, dead FROM job_stats
+        SELECT queue, minute, completed, retried, reaped, dead FROM job_stats
          WHERE minute >= greatest(%(start)s, (SELECT until FROM job_stats_rollup))) s
  GROUP BY 1, 2
 """
@@ -130,9 +133,11 @@ SELECT coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute = 
   FROM job_stats WHERE minute >= date_trunc('minute', now()) - interval '1 minute'
 """
 
-# Today's runs (UTC day): all finished runs, and those that raised (retried or dead).
+# Today's runs (UTC day): all ended runs, and those that failed (raised and retried or died, or were
+# lost with their worker and reaped).
 TODAY = """
-SELECT coalesce(sum(completed + retried + failed + dead), 0)::bigint, coalesce(sum(retried + dead), 0)::bigint
+SELECT coalesce(sum(completed + retried + failed + dead + reaped), 0)::bigint,
+       coalesce(sum(retried + dead + reaped), 0)::bigint
   FROM job_stats WHERE minute >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
 """
 
@@ -296,21 +301,24 @@ SELECT queue, ARRAY[{_BUCKET_SUMS}] AS counts, sum(total)::bigint AS runs, sum(s
 
 # ---- "What changed?" on the overview (webapp/pages/changed.py) --------------------------------------------
 
-# Per queue: runs and failures (retried or dead) in the last hour and in the 24 hours before it, and the
-# first minute of the last hour with a failure.
+# Per queue: runs and failures (retried, dead or reaped: a crash-looping worker's runs fail too) in the
+# last hour and in the 24 hours before it, and the first minute of the last hour with a failure.
 CHANGED_RATES = """
 SELECT queue,
-       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
-       coalesce(sum(retried + dead) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
-       coalesce(sum(completed + retried + failed + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
-       coalesce(sum(retried + dead) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
-       min(minute) FILTER (WHERE minute >= now() - interval '1 hour' AND retried + dead > 0)
+       coalesce(sum(completed + retried + failed + dead + reaped) FILTER (WHERE minute >= now() - interval '1 hour'),
+                0)::bigint,
+       coalesce(sum(retried + dead + reaped) FILTER (WHERE minute >= now() - interval '1 hour'), 0)::bigint,
+       coalesce(sum(completed + retried + failed + dead + reaped) FILTER (WHERE minute < now() - interval '1 hour'),
+                0)::bigint,
+       coalesce(sum(retried + dead + reaped) FILTER (WHERE minute < now() - interval '1 hour'), 0)::bigint,
+       min(minute) FILTER (WHERE minute >= now() - interval '1 hour' AND retried + dead + reaped > 0)
   FROM job_stats
  WHERE minute >= now() - interval '25 hours'
  GROUP BY queue
 """
 # Error groups of the last hour's dead jobs (the newest %(scan)s) that no dead job of the 24 hours before
-# had: new bugs. Each "before" probe is one walk of jobs_dead_group_idx.
+# had: new bugs. All of them, largest first: the page names the first few and counts them all. Each
+# "before" probe is one walk of jobs_dead_group_idx.
 CHANGED_NEW_GROUPS = """
 SELECT r.queue, r.error_group, min(r.finished_at) AS first_at, count(*) AS n
   FROM (SELECT queue, error_group, finished_at FROM jobs
@@ -321,7 +329,6 @@ SELECT r.queue, r.error_group, min(r.finished_at) AS first_at, count(*) AS n
           AND o.finished_at >= now() - interval '25 hours' AND o.finished_at < now() - interval '1 hour')
  GROUP BY 1, 2
  ORDER BY n DESC
- LIMIT 5
 """
 
 # ---- recurring -------------------------------------------------------------------------------
@@ -382,8 +389,15 @@ SELECT id, queue, status::text, priority, run_at, created_at, started_at, finish
 """
 
 # Live and recently seen workers; `stale` when the heartbeat is older than %(stale_after)s seconds.
+# Every worker. A live one's in-flight count is what it last reported; a stale one (dead, most likely)
+# reports nothing any more, so its count is what the jobs table says it holds now (none once the
+# reaper took them back): one range of jobs_running_idx, as small as the running jobs.
 WORKERS = """
-SELECT id, host, pid, queues, concurrency, in_flight, started_at, last_seen, command, command_by, command_at,
+SELECT id, host, pid, queues, concurrency,
+       CASE WHEN last_seen < now() - make_interval(secs => %(stale_after)s)
+            THEN (SELECT count(*)::int FROM jobs j WHERE j.status = 'running' AND j.worker_id = workers.id)
+            ELSE in_flight END AS in_flight,
+       started_at, last_seen, command, command_by, command_at,
        extract(epoch FROM now() - last_seen) AS seen_ago_s,
        last_seen < now() - make_interval(secs => %(stale_after)s) AS stale
   FROM workers

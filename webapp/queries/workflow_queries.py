@@ -70,9 +70,10 @@ SELECT j.workflow_id, j.batch_id, EXISTS (SELECT 1 FROM job_deps e WHERE e.paren
 """
 
 # The workflow's jobs that ended only because a dependency failed: "retry the dead ones" brings
-# them back with their failed parents (skiplock_reopen), so its confirmation counts them.
+# them back with their failed parents (skiplock_reopen), so its confirmation counts them. Their ids,
+# like the core's selections beside it: the page counts the rows of each.
 WORKFLOW_ENDED_BY_DEPENDENCY = """
-SELECT count(*) FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s)
+SELECT id FROM jobs WHERE (workflow_id = %(workflow)s OR id = %(workflow)s)
    AND status IN ('dead', 'failed') AND error_group = 'dependency failed'
 """
 

@@ -1,6 +1,6 @@
 """Tiny server-side SVG charts (no JS, no chart library): data in, geometry out.
 
-A chart is stacked bars of succeeded, retried and dead per time bucket, drawn against a scale the
+A chart is stacked bars of succeeded, retried, reaped and dead per time bucket, drawn against a scale the
 caller may share between charts (the overview's per-queue sparklines use one scale, so a tall bar
 means the same number of jobs in every row), with time ticks under the bars.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-SERIES = ("succeeded", "retried", "dead")
+SERIES = ("succeeded", "retried", "reaped", "dead")  # reaped: runs lost with their worker
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def nice_top(value: int) -> int:
 
 def stacked(series: dict[str, list[int]], buckets: list[datetime], label: str, width: float, height: float,
             top: int | None = None, ticks: int = 4) -> Chart:
-    """Stacked bars of `series` (succeeded, retried, dead) per bucket, scaled to `top` (default: own max)."""
+    """Stacked bars of `series` (succeeded, retried, reaped, dead) per bucket, scaled to `top` (default: own max)."""
     n = len(buckets)
     totals = [sum(series[s][i] for s in SERIES) for i in range(n)]
     scale = nice_top(top if top is not None else max(totals, default=0))

@@ -1,8 +1,9 @@
 """A queue's failure rate over time: failures / runs per bucket over 1 h, 24 h or 7 d,
 from the per-minute outcome counts the workers write (job_stats, migration 003).
 
-A failure is a run that raised and was retried or died (job_stats.retried + dead); a run is any
-finished run (completed + retried + failed + dead; `failed` is a Discard or a cancel, on purpose).
+A failure is a run that raised and was retried or died, or that its worker lost (killed, out of
+memory) and the reaper took back (job_stats.retried + dead + reaped); a run is any ended run
+(completed + retried + failed + dead + reaped; `failed` is a Discard or a cancel, on purpose).
 The same definitions as the overview's "failed today" and "What changed?", so the three agree.
 """
 
@@ -20,7 +21,8 @@ from skiplock.webapp.shared.chart_ranges import RANGES, buckets_of
 # One queue's runs and failures per bucket since the range's first bucket (job_stats_minute_idx).
 QUEUE_FAILURES = """
 SELECT date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS bucket,
-       sum(completed + retried + failed + dead)::bigint AS runs, sum(retried + dead)::bigint AS failures
+       sum(completed + retried + failed + dead + reaped)::bigint AS runs,
+       sum(retried + dead + reaped)::bigint AS failures
   FROM job_stats
  WHERE minute >= %(start)s AND queue = %(queue)s
  GROUP BY 1
@@ -31,11 +33,11 @@ SELECT date_bin(make_interval(secs => %(bucket)s), minute, %(start)s) AS bucket,
 QUEUE_FAILURES_HOURLY = """
 SELECT date_bin(make_interval(secs => %(bucket)s), t, %(start)s) AS bucket,
        sum(runs)::bigint AS runs, sum(failures)::bigint AS failures
-  FROM (SELECT hour AS t, completed + retried + failed + dead AS runs, retried + dead AS failures
+  FROM (SELECT hour AS t, completed + retried + failed + dead + reaped AS runs, retried + dead + reaped AS failures
           FROM job_stats_hourly
          WHERE queue = %(queue)s AND hour >= %(start)s AND hour < (SELECT until FROM job_stats_rollup)
         UNION ALL
-        SELECT minute, completed + retried + failed + dead, retried + dead FROM job_stats
+        SELECT minute, completed + retried + failed + dead + reaped, retried + dead + reaped FROM job_stats
          WHERE queue = %(queue)s AND minute >= greatest(%(start)s, (SELECT until FROM job_stats_rollup))) s
  GROUP BY 1
 """
