@@ -794,6 +794,20 @@ ALTER TABLE public.job_edits ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: job_logs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_logs (
+    job_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    worker_id text NOT NULL,
+    lines text NOT NULL,
+    line_count integer NOT NULL,
+    dropped integer DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: job_results; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1238,6 +1252,13 @@ ALTER TABLE ONLY public.job_edits
     ADD CONSTRAINT job_edits_pkey PRIMARY KEY (id);
 
 --
+-- Name: job_logs job_logs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_logs
+    ADD CONSTRAINT job_logs_pkey PRIMARY KEY (job_id, attempt);
+
+--
 -- Name: job_results job_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1404,6 +1425,18 @@ CREATE INDEX job_edits_at_idx ON public.job_edits USING btree (at);
 --
 
 CREATE INDEX job_edits_job_idx ON public.job_edits USING btree (job_id, id);
+
+--
+-- Name: job_logs_lines_trgm_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_logs_lines_trgm_idx ON public.job_logs USING gin (lines public.gin_trgm_ops);
+
+--
+-- Name: job_logs_updated_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_logs_updated_idx ON public.job_logs USING btree (updated_at);
 
 --
 -- Name: job_results_finished_idx; Type: INDEX; Schema: public; Owner: -

@@ -37,6 +37,7 @@ class Heartbeat:
         # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
         self._row_writes = parts.row_writes
         self.counters = parts.counters
+        self.job_logs = parts.job_logs
         self.lease_for = lease_for  # a queue's lease in seconds
         self.async_loop = async_loop
 
@@ -54,6 +55,8 @@ class Heartbeat:
                                [i for i in running if i in kept])  # job.cancel_requested (core/features/cancel.py)
                 state_changes.write_progress(conn, self.worker_id,
                                              progress.take())  # job.progress() (core/features/progress.py)
+                # the runs' log lines so far: a run killed after this keeps them (worker/runtime/job_logs.py)
+                self.job_logs.flush(conn, self.worker_id)
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:

@@ -15,6 +15,7 @@ from typing import Any
 
 from skiplock.core.plumbing.config import Settings
 from skiplock.runtime.flow import WorkerFlow
+from skiplock.runtime.job_logs import LiveLogs
 from skiplock.runtime.latency import LatencyRecorder
 from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.signals import Signals
@@ -37,3 +38,4 @@ class WorkerParts:
     signals: Signals = field(default_factory=Signals)
     counters: Counters = field(default_factory=Counters)
     latency: LatencyRecorder = field(default_factory=LatencyRecorder)
+    job_logs: LiveLogs = field(default_factory=LiveLogs)  # the runs' log lines not yet written (heartbeat, acker)

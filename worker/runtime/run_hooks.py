@@ -20,7 +20,8 @@ handler (the first to see its exception). `after` runs for every hook, even when
     tracing, latency, run times, lane sizing, payload versions, cancel, error hooks
 
 so the error hooks see the classified outcome, the cancel then turns it into "cancelled by <who>",
-and the timings and the trace see what is written. A hook does not override what it does not
+and the timings and the trace see what is written. The Worker puts the job's own log lines (worker/runtime/job_logs.py)
+outside them all, so the lines include what the user's error hooks log. A hook does not override what it does not
 need (RunHook's defaults do nothing); the executor skips the default methods, so a hook costs
 only the phases it uses.
 """

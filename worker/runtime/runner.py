@@ -50,6 +50,7 @@ from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims
 from skiplock.runtime.executor import Executor
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.heartbeat import Heartbeat
+from skiplock.runtime.job_logs import JobLogsHook
 from skiplock.runtime.lanes import build_lanes
 from skiplock.runtime.latency import LatencyRecorder, fold_exited
 from skiplock.runtime.ledger import Counters, HeldJobs
@@ -113,7 +114,9 @@ class Worker:
         # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
         self.waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues), self.leases,
                                [self.tasks[q].version for q in self.queues])
-        self.executor = Executor(self.parts, standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of))
+        # the job's own log lines wrap every other hook, so they include what the user's error hooks log
+        hooks = standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of)
+        self.executor = Executor(self.parts, [JobLogsHook(self.parts.job_logs), *hooks])
         self.shutdown = Shutdown(self.parts, self.executor)
         self.claimer = Claimer(self.parts, self.queues, self.waiting, start_jobs=self.executor.start,
                                claim_connection=self._claim_connection, release=self.shutdown.release)

@@ -9,7 +9,7 @@ from functools import partial
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
-from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
+from skiplock.core.features import audit, job_logs, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
@@ -65,6 +65,9 @@ class Pruner:
             results.prune_watchers(conn, WATCHER_SECONDS)
             # per-minute run times (migration 028) are kept as long as the stats they sit beside
             total += self._in_batches(lambda n: run_times.prune(conn, self.settings.stats_retention, n))
+            # the jobs' own log lines (migration 041) are kept as long as the longest-kept finished job
+            logs_kept = max(self.settings.history_retention, self.settings.dead_retention)
+            total += self._in_batches(lambda n: job_logs.prune(conn, logs_kept, n))
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total

@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import transitions
-from skiplock.core.features import payload_edit
+from skiplock.core.features import job_logs, payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
@@ -22,6 +22,10 @@ from skiplock.webapp.shared import edit_form, job_links, timeline
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
+
+# The attempts whose log lines the job page shows in full (the others: a link, ?logs=all); each is at most
+# worker/runtime/job_logs.py's MAX_BYTES, so the page stays small for a job retried many times.
+LOG_ATTEMPTS_SHOWN = 3
 
 
 def _parse(job_id: str) -> int:
@@ -55,6 +59,10 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         reasons = why.for_job(conn, jid, Settings().reaper_interval) or []
         edits = payload_edit.edits_of(conn, jid)  # the payloads an operator replaced (migration 032)
         steps = timeline.build(job, edits)
+        # the handler's own log lines: the latest attempts' in full, every attempt's count on the timeline
+        all_logs = request.args.get("logs") == "all"
+        logs = job_logs.of_job(conn, jid, 1000 if all_logs else LOG_ATTEMPTS_SHOWN)
+        log_counts = job_logs.counts_of_job(conn, jid)
         if form is None and job["status"] == JobStatus.DEAD:
             form = edit_form.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
@@ -62,7 +70,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         actions = [t for t in actions if t.action != "cancel-running"]
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=form, django_task=django_payload.describe(job))
+                    edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts)
     response.status_code = code
     return response
 
