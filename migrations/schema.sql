@@ -834,6 +834,20 @@ CREATE TABLE public.job_runtimes (
 );
 
 --
+-- Name: job_stacks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stacks (
+    job_id bigint NOT NULL,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    requested_by text NOT NULL,
+    worker_id text,
+    attempt integer,
+    captured_at timestamp with time zone,
+    stack text
+);
+
+--
 -- Name: job_stats; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1273,6 +1287,13 @@ ALTER TABLE ONLY public.job_runtimes
     ADD CONSTRAINT job_runtimes_pkey PRIMARY KEY (minute, queue, worker_id);
 
 --
+-- Name: job_stacks job_stacks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stacks
+    ADD CONSTRAINT job_stacks_pkey PRIMARY KEY (job_id);
+
+--
 -- Name: job_stats_hourly job_stats_hourly_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1449,6 +1470,12 @@ CREATE INDEX job_results_finished_idx ON public.job_results USING btree (finishe
 --
 
 CREATE INDEX job_runtimes_minute_idx ON public.job_runtimes USING btree (minute);
+
+--
+-- Name: job_stacks_asked_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_stacks_asked_idx ON public.job_stacks USING btree (job_id) WHERE (captured_at IS NULL);
 
 --
 -- Name: job_stats_minute_idx; Type: INDEX; Schema: public; Owner: -

@@ -56,3 +56,27 @@ def logs_then_hang(payload: Any, job: Any) -> None:
     deadline = time.monotonic() + 120  # bounded: never outlives the test
     while time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def wait_for_the_gateway(seconds: float) -> None:
+    """A named function the handler sleeps in: its stack shows this name."""
+    deadline = time.monotonic() + seconds  # bounded: never outlives the test
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@task("stack_sync")
+def stack_sync(payload: Any, job: Any) -> None:
+    record_effect(job, payload)  # the test waits for this: the handler is running
+    wait_for_the_gateway(payload.get("seconds", 120))
+
+
+async def await_the_slow_api(seconds: float) -> None:
+    """A named coroutine the async handler awaits in: its task's stack shows this name."""
+    await asyncio.sleep(seconds)
+
+
+@task("stack_async")
+async def stack_async(payload: Any, job: Any) -> None:
+    record_effect(job, payload)
+    await await_the_slow_api(payload.get("seconds", 120))

@@ -38,6 +38,7 @@ class Heartbeat:
         self._row_writes = parts.row_writes
         self.counters = parts.counters
         self.job_logs = parts.job_logs
+        self.stacks = parts.stacks
         self.lease_for = lease_for  # a queue's lease in seconds
         self.async_loop = async_loop
 
@@ -57,6 +58,8 @@ class Heartbeat:
                                              progress.take())  # job.progress() (core/features/progress.py)
                 # the runs' log lines so far: a run killed after this keeps them (worker/runtime/job_logs.py)
                 self.job_logs.flush(conn, self.worker_id)
+                # the stacks operators asked of running jobs (worker/runtime/job_stacks.py)
+                self.stacks.answer(conn, self.worker_id)
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:
@@ -86,9 +89,18 @@ class Heartbeat:
         except Exception as exc:  # progress is a display: a lost write is replaced by the next report
             log.warning("progress not written (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
 
+    def answer_stacks(self) -> None:
+        """Between heartbeats: write the stacks asked of running jobs, if any was asked."""
+        try:
+            with self._connect() as conn:  # reads and writes job_stacks only: no row of jobs, no row_writes lock
+                self.stacks.answer(conn, self.worker_id)
+        except Exception as exc:  # the next heartbeat answers it
+            log.warning("stack requests not read (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
+
     def run(self, interval: float, done: threading.Event) -> None:
         """The heartbeat thread: a pass every `interval` seconds until `done` is set, and in between
-        the handlers' progress about once a second (PROGRESS_SECONDS) when there is any."""
+        the handlers' progress about once a second (PROGRESS_SECONDS) when there is any, and the stacks
+        asked of running jobs (answer_stacks)."""
         if interval <= 0:
             return  # heartbeats disabled (tests of lease overrun)
         next_beat = time.monotonic() + interval
@@ -96,5 +108,8 @@ class Heartbeat:
             if time.monotonic() >= next_beat:
                 self.run_once()
                 next_beat = time.monotonic() + interval
-            elif progress.pending():
-                self.write_progress()
+            else:
+                if progress.pending():
+                    self.write_progress()
+                if self.stacks.running():
+                    self.answer_stacks()  # sooner than the next heartbeat: the console polls for it

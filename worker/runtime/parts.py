@@ -16,6 +16,7 @@ from typing import Any
 from skiplock.core.plumbing.config import Settings
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.job_logs import LiveLogs
+from skiplock.runtime.job_stacks import RunningStacks
 from skiplock.runtime.latency import LatencyRecorder
 from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.signals import Signals
@@ -39,3 +40,4 @@ class WorkerParts:
     counters: Counters = field(default_factory=Counters)
     latency: LatencyRecorder = field(default_factory=LatencyRecorder)
     job_logs: LiveLogs = field(default_factory=LiveLogs)  # the runs' log lines not yet written (heartbeat, acker)
+    stacks: RunningStacks = field(default_factory=RunningStacks)  # where runs run, for a stack asked (heartbeat)

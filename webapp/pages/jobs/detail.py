@@ -17,6 +17,7 @@ from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
+from skiplock.webapp.pages.jobs import stack
 from skiplock.webapp.queries import page_queries, workflow_queries
 from skiplock.webapp.shared import edit_form, job_links, timeline
 from skiplock.webapp.web import audit, page
@@ -63,6 +64,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         all_logs = request.args.get("logs") == "all"
         logs = job_logs.of_job(conn, jid, 1000 if all_logs else LOG_ATTEMPTS_SHOWN)
         log_counts = job_logs.counts_of_job(conn, jid)
+        stack_row = stack.read(conn, job)  # a running job's "Show stack" panel (stack.py beside this)
         if form is None and job["status"] == JobStatus.DEAD:
             form = edit_form.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
@@ -70,7 +72,8 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         actions = [t for t in actions if t.action != "cancel-running"]
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts)
+                    edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts,
+                    stack=stack_row)
     response.status_code = code
     return response
 

@@ -20,10 +20,11 @@ UPDATE job_stacks
  WHERE job_id = %(job_id)s AND captured_at IS NULL
 
 -- name: of_job
--- A job's latest request and, once taken, its stack.
-SELECT job_id, requested_at, requested_by, worker_id, attempt, captured_at, stack, now() AS now
-  FROM job_stacks
- WHERE job_id = %(job_id)s
+-- A job's latest request and, once taken, its stack; with the job's status now (NULL: no such job any more).
+SELECT s.job_id, s.requested_at, s.requested_by, s.worker_id, s.attempt, s.captured_at, s.stack,
+       (SELECT j.status::text FROM jobs j WHERE j.id = s.job_id) AS job_status
+  FROM job_stacks s
+ WHERE s.job_id = %(job_id)s
 
 -- name: prune
 -- Requests and stacks older than %(retention)s seconds.
