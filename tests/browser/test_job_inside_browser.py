@@ -70,3 +70,38 @@ def test_the_handlers_log_lines_on_its_page_its_timeline_and_in_search(page: Any
     page.goto(f"{console.url}/search/?log=card+declined")
     ids = page.locator("#search-results tbody tr a[href*='/jobs/']")
     assert {ids.nth(i).inner_text().strip() for i in range(ids.count())} == {str(job), str(other)}
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_show_stack_of_a_running_job_at_1440_and_390(page: Any, console: Any, conn: Any, spawn_worker: Any,
+                                                     tmp_path: Path) -> None:
+    job = enqueue("stack_sync", {"seconds": 120})
+    # a long heartbeat: the stack comes sooner than the next one
+    spawn_worker(SKIPLOCK_QUEUES="stack_sync", **{**WORKER, "SKIPLOCK_HEARTBEAT_INTERVAL": "20"})
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE job_id = %s", (job,)) == 1,
+             timeout=60, message="the handler to start")
+
+    log_in(page, console)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{console.url}/jobs/{job}")
+    page.click("button.show-stack")
+    page.wait_for_selector("pre.stack", timeout=15000)  # the panel asks again every second until it is taken
+    stack = page.locator("pre.stack").inner_text()
+    assert "in stack_sync" in stack and "in wait_for_the_gateway" in stack
+    assert stack.rindex("in wait_for_the_gateway") > stack.rindex("in stack_sync")  # innermost last
+    taken = page.locator(".stack-taken").inner_text()
+    assert taken.startswith("Stack of attempt 1 on ") and " UTC" in taken and "asked by" in taken
+    assert scalar(conn, "SELECT count(*) FROM audit_log WHERE action = 'show stack'") == 1
+    assert _status(conn, job) == "running"  # read-only: the run goes on
+    page.locator("#stack").scroll_into_view_if_needed()
+    doc_screenshot(page, "console-job-stack-1440.png", tmp_path)
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    page.click("button.show-stack")  # again: a new request replaces the earlier one
+    page.wait_for_selector("pre.stack", timeout=15000)
+    assert page.evaluate(WIDTH) <= 390
+    page.locator("#stack").scroll_into_view_if_needed()
+    doc_screenshot(page, "console-job-stack-390.png", tmp_path)
+    assert scalar(conn, "SELECT count(*) FROM audit_log WHERE action = 'show stack'") == 2
