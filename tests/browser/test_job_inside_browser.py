@@ -93,6 +93,9 @@ def test_show_stack_of_a_running_job_at_1440_and_390(page: Any, console: Any, co
     taken = page.locator(".stack-taken").inner_text()
     assert taken.startswith("Stack of attempt 1 on ") and " UTC" in taken and "asked by" in taken
     assert scalar(conn, "SELECT count(*) FROM audit_log WHERE action = 'show stack'") == 1
+    # only the panel was replaced: the rest of the job page is still there around it
+    assert page.locator("dl.job").count() == 1 and page.locator("ol.timeline").count() == 1
+    assert page.locator("#job #stack").count() == 1
     assert _status(conn, job) == "running"  # read-only: the run goes on
     page.locator("#stack").scroll_into_view_if_needed()
     doc_screenshot(page, "console-job-stack-1440.png", tmp_path)
@@ -101,6 +104,7 @@ def test_show_stack_of_a_running_job_at_1440_and_390(page: Any, console: Any, co
     page.reload()
     page.click("button.show-stack")  # again: a new request replaces the earlier one
     page.wait_for_selector("pre.stack", timeout=15000)
+    assert page.locator("dl.job").count() == 1
     assert page.evaluate(WIDTH) <= 390
     page.locator("#stack").scroll_into_view_if_needed()
     doc_screenshot(page, "console-job-stack-390.png", tmp_path)
