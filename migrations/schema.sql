@@ -1013,6 +1013,20 @@ ALTER TABLE public.job_edits ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: job_logs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_logs (
+    job_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    worker_id text NOT NULL,
+    lines text NOT NULL,
+    line_count integer NOT NULL,
+    dropped integer DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: job_results; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1046,6 +1060,20 @@ CREATE TABLE public.job_signals (
     key text NOT NULL,
     payload jsonb,
     sent_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: job_stacks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stacks (
+    job_id bigint NOT NULL,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    requested_by text NOT NULL,
+    worker_id text,
+    attempt integer,
+    captured_at timestamp with time zone,
+    stack text
 );
 
 --
@@ -1515,6 +1543,13 @@ ALTER TABLE ONLY public.job_edits
     ADD CONSTRAINT job_edits_pkey PRIMARY KEY (id);
 
 --
+-- Name: job_logs job_logs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_logs
+    ADD CONSTRAINT job_logs_pkey PRIMARY KEY (job_id, attempt);
+
+--
 -- Name: job_results job_results_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1534,6 +1569,13 @@ ALTER TABLE ONLY public.job_runtimes
 
 ALTER TABLE ONLY public.job_signals
     ADD CONSTRAINT job_signals_pkey PRIMARY KEY (key);
+
+--
+-- Name: job_stacks job_stacks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stacks
+    ADD CONSTRAINT job_stacks_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: job_stats_hourly job_stats_hourly_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1711,6 +1753,18 @@ CREATE INDEX job_edits_at_idx ON public.job_edits USING btree (at);
 CREATE INDEX job_edits_job_idx ON public.job_edits USING btree (job_id, id);
 
 --
+-- Name: job_logs_lines_trgm_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_logs_lines_trgm_idx ON public.job_logs USING gin (lines public.gin_trgm_ops);
+
+--
+-- Name: job_logs_updated_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_logs_updated_idx ON public.job_logs USING btree (updated_at);
+
+--
 -- Name: job_results_finished_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1727,6 +1781,12 @@ CREATE INDEX job_runtimes_minute_idx ON public.job_runtimes USING btree (minute)
 --
 
 CREATE INDEX job_signals_sent_idx ON public.job_signals USING btree (sent_at);
+
+--
+-- Name: job_stacks_asked_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_stacks_asked_idx ON public.job_stacks USING btree (job_id) WHERE (captured_at IS NULL);
 
 --
 -- Name: job_stats_minute_idx; Type: INDEX; Schema: public; Owner: -

@@ -33,7 +33,7 @@ from skiplock.webapp.pages import (
     workers,
     workflows,
 )
-from skiplock.webapp.pages.jobs import cancel, detail, edit_retry, parked_actions
+from skiplock.webapp.pages.jobs import cancel, detail, edit_retry, parked_actions, stack
 from skiplock.webapp.settings import check_config, session_key, web_config
 
 __all__ = ["BLUEPRINTS", "create_app"]
@@ -42,11 +42,12 @@ log = logging.getLogger("skiplock.console")
 
 # The areas of the console, one blueprint each, imported here by name so that what the console serves is
 # read in one place. The job page has four: the page itself, a running job's Cancel, a dead job's
-# "Edit and retry" and a parked job's "wake now" and "send signal". The /databases/ page is not among
-# them: only a console over several databases has it (webapp/multi_app.py, mount(databases=...)).
+# "Edit and retry", a parked job's "wake now" and "send signal", and a running job's "Show stack". The
+# /databases/ page is not among them: only a console over several databases has it (webapp/multi_app.py,
+# mount(databases=...)).
 PAGES = (overview.bp, queues.bp, running.bp, dead.bp, detail.bp, workers.bp, recurring.bp, ops.bp,
          cancel.bp, audit.bp, workflows.bp, batches.bp, runtimes.bp, changed.bp, search.bp, edit_retry.bp,
-         parked.bp, parked_actions.bp)
+         parked.bp, parked_actions.bp, stack.bp)
 # Their names, the public list of the console's areas.
 BLUEPRINTS = tuple(page.name for page in PAGES)
 

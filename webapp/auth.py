@@ -29,8 +29,9 @@ csrf = CSRFProtect()
 # Reachable without logging in. Everything else, including unknown URLs, needs a login first.
 PUBLIC_ENDPOINTS = frozenset({"healthz", "static", "auth.login", "ops.metrics"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# Non-GET endpoints a read-only user may still call (they change only their own session).
-ROLE_FREE_POSTS = frozenset({"auth.login", "auth.logout"})
+# Non-GET endpoints a read-only user may still call (they change only their own session, or, for a running
+# job's "Show stack", ask a worker for its stack: read-only for the job, and audited).
+ROLE_FREE_POSTS = frozenset({"auth.login", "auth.logout", "job_stack.request_stack"})
 
 
 def init_app(app: Flask) -> None:

@@ -22,7 +22,7 @@ from tests.conftest import REPO, worker_env
 NOT_NAMES = {"SKIPLOCK_TASKS", "SKIPLOCK_QUEUES"}  # any text is a valid list of names
 BAD_VALUE = {"SKIPLOCK_KEEP_HISTORY": "maybe", "SKIPLOCK_LOG_FORMAT": "xml", "SKIPLOCK_LOG_LEVEL": "loud",
              "SKIPLOCK_QUEUE_LEASES": "emails:60", "SKIPLOCK_DIRECT_URL": "host=a b",
-             "SKIPLOCK_PREPARED_STATEMENTS": "maybe"}
+             "SKIPLOCK_PREPARED_STATEMENTS": "maybe", "SKIPLOCK_JOB_LOGS": "maybe"}
 NUMERIC = [n for n in _PARSERS if n not in NOT_NAMES and n not in BAD_VALUE]
 
 

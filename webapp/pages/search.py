@@ -45,7 +45,7 @@ def index() -> ResponseReturnValue:
 
 
 # The query-string names a search URL keeps, in the order the form has them.
-_ARGS = ("id", "queue", "state", "path", "value", "unique_key", "lock_key", "tenant", "error", "after")
+_ARGS = ("id", "queue", "state", "path", "value", "unique_key", "lock_key", "tenant", "error", "log", "after")
 
 
 def _canonical_url() -> str:

@@ -48,6 +48,8 @@ _FRAGMENTS = {
     "error": "last_error ILIKE %(error)s::text",
     # the jobs parked waiting for a signal key, through job_waits_key_idx (migration 035)
     "signal_key": "id IN (SELECT w.job_id FROM job_waits w WHERE w.key = %(signal_key)s::text)",
+    # the jobs whose own log lines hold the text (migration 041's job_logs_lines_trgm_idx finds them)
+    "log": "id IN (SELECT job_id FROM job_logs WHERE lines ILIKE %(log)s::text)",
 }
 
 
@@ -57,15 +59,15 @@ def params(flt: SearchFilter, limit: int) -> dict[str, Any]:
     return {"id": flt.id, "queue": flt.queue, "state": flt.state,
             "payload": Jsonb(flt.payload) if flt.payload is not None else None,
             "unique_key": flt.unique_key, "lock_key": flt.lock_key, "tenant": flt.tenant,
-            "error": like(flt.error), "signal_key": flt.signal_key, "after": flt.after, "window": RECENT_WINDOW,
-            "limit": limit}
+            "error": like(flt.error), "signal_key": flt.signal_key, "log": like(flt.log), "after": flt.after,
+            "window": RECENT_WINDOW, "limit": limit}
 
 
 def where(flt: SearchFilter) -> str:
     """The AND of the fragments for the filters `flt` gives ("true" for none)."""
     given = {"id": flt.id, "queue": flt.queue, "state": flt.state, "payload": flt.payload,
              "unique_key": flt.unique_key, "lock_key": flt.lock_key, "tenant": flt.tenant, "error": flt.error,
-             "signal_key": flt.signal_key}
+             "signal_key": flt.signal_key, "log": flt.log}
     parts = [_FRAGMENTS[name] for name, value in given.items() if value is not None]
     return " AND ".join(parts) or "true"
 
@@ -94,9 +96,9 @@ SELECT id FROM jobs
 """
 
 
-# The filters that have an index of their own (migration 030; a signal key: job_waits_key_idx, 035), which
-# step 2 collects through.
-INDEXED_FILTERS = ("payload", "unique_key", "lock_key", "tenant", "error", "signal_key")
+# The filters that have an index of their own (migration 030; a signal key: job_waits_key_idx, 035; log
+# text: job_logs' trigram index, 041), which step 2 collects through.
+INDEXED_FILTERS = ("payload", "unique_key", "lock_key", "tenant", "error", "signal_key", "log")
 
 
 # States with a partial index of their own whose jobs are few next to the queued ones (migrations 001,

@@ -44,6 +44,7 @@ class SearchFilter:
     tenant: str | None = None
     error: str | None = None
     signal_key: str | None = None  # jobs parked waiting for this signal key
+    log: str | None = None  # text in the job's own log lines (worker/runtime/job_logs.py)
     after: int | None = None
     payload: dict[str, Any] | None = field(default=None, compare=False)
 
@@ -51,7 +52,7 @@ class SearchFilter:
         """Query-string arguments that reproduce this search, without the cursor (empty ones left out)."""
         raw = {"id": self.id, "queue": self.queue, "state": self.state, "path": self.path, "value": self.value,
                "unique_key": self.unique_key, "lock_key": self.lock_key, "tenant": self.tenant, "error": self.error,
-               "signal_key": self.signal_key}
+               "signal_key": self.signal_key, "log": self.log}
         return {k: v for k, v in raw.items() if v not in (None, "")}
 
     def is_empty(self) -> bool:
@@ -80,7 +81,7 @@ def read(values: Any) -> tuple[SearchFilter, list[str]]:
         lock_key=take("lock_key", _short, "lock key", filters.MAX_TEXT),
         tenant=take("tenant", _short, "tenant", filters.MAX_TEXT),
         error=take("error", _error_text), signal_key=take("signal_key", _short, "signal key", filters.MAX_TEXT),
-        after=take("after", _positive_id, "page cursor"),
+        log=take("log", _log_text), after=take("after", _positive_id, "page cursor"),
         payload=None)
     try:
         payload = payload_document(path, value)
@@ -121,6 +122,14 @@ def _error_text(raw: str | None) -> str | None:
     if text is not None and len(text) < MIN_ERROR_TEXT:
         raise SearchInputError(f"error text must be at least {MIN_ERROR_TEXT} characters (it is matched "
                                f"anywhere in the error, and shorter text matches nearly every one)")
+    return text
+
+
+def _log_text(raw: str | None) -> str | None:
+    text = _short(raw, "log text", filters.MAX_TEXT)
+    if text is not None and len(text) < MIN_ERROR_TEXT:
+        raise SearchInputError(f"log text must be at least {MIN_ERROR_TEXT} characters (it is matched "
+                               f"anywhere in the job's log lines)")
     return text
 
 

@@ -38,6 +38,7 @@ class Acker:
         # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
         self._row_writes = parts.row_writes
         self.counters = parts.counters
+        self.job_logs = parts.job_logs
         self.latency = parts.latency
         self.batch = parts.settings.ack_batch
         self.interval = parts.settings.ack_interval
@@ -118,6 +119,8 @@ class Acker:
             with self._row_writes, self._connect() as conn:
                 written, keys_freed = state_changes.ack_batch_with_keys(conn, self.worker_id, outcomes,
                                                                         history=self.history)
+                # the finished runs' log lines, in the ack's transaction (worker/runtime/job_logs.py)
+                self.job_logs.flush(conn, self.worker_id)
                 # forget the ids before a heartbeat can run: it would otherwise find the rows gone
                 # and report leases lost for jobs that were just acked
                 self.ledger.acked([outcome.job_id for outcome in outcomes])

@@ -40,6 +40,8 @@ class Heartbeat:
         # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
         self._row_writes = parts.row_writes
         self.counters = parts.counters
+        self.job_logs = parts.job_logs
+        self.stacks = parts.stacks
         self.lease_for = lease_for  # a queue's lease in seconds
         self.async_loop = async_loop
 
@@ -58,6 +60,10 @@ class Heartbeat:
                 state_changes.write_progress(conn, self.worker_id,
                                              progress.take())  # job.progress() (core/features/progress.py)
                 cursors.flush(conn, self.worker_id)  # job.save_cursor() (core/durable/cursors.py), fenced
+                # the runs' log lines so far: a run killed after this keeps them (worker/runtime/job_logs.py)
+                self.job_logs.flush(conn, self.worker_id)
+                # the stacks operators asked of running jobs (worker/runtime/job_stacks.py)
+                self.stacks.answer(conn, self.worker_id)
             if self.async_loop is not None:
                 # an async handler cannot poll job.cancel_requested between awaits: cancel its task
                 for job_id in kept:
@@ -90,9 +96,18 @@ class Heartbeat:
             # cursor lost here costs a resumed run the items since its previous write, as a SIGKILL would
             log.warning("progress not written (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
 
+    def answer_stacks(self) -> None:
+        """Between heartbeats: write the stacks asked of running jobs, if any was asked."""
+        try:
+            with self._connect() as conn:  # reads and writes job_stacks only: no row of jobs, no row_writes lock
+                self.stacks.answer(conn, self.worker_id)
+        except Exception as exc:  # the next heartbeat answers it
+            log.warning("stack requests not read (%s)", describe_db_error(exc) if is_connection_error(exc) else exc)
+
     def run(self, interval: float, done: threading.Event) -> None:
         """The heartbeat thread: a pass every `interval` seconds until `done` is set, and in between
-        the handlers' progress about once a second (PROGRESS_SECONDS) when there is any."""
+        the handlers' progress about once a second (PROGRESS_SECONDS) when there is any, and the stacks
+        asked of running jobs (answer_stacks)."""
         if interval <= 0:
             return  # heartbeats disabled (tests of lease overrun)
         next_beat = time.monotonic() + interval
@@ -100,5 +115,8 @@ class Heartbeat:
             if time.monotonic() >= next_beat:
                 self.run_once()
                 next_beat = time.monotonic() + interval
-            elif progress.pending() or cursors.pending(self.worker_id):
-                self.write_progress()
+            else:
+                if progress.pending() or cursors.pending(self.worker_id):
+                    self.write_progress()
+                if self.stacks.running():
+                    self.answer_stacks()  # sooner than the next heartbeat: the console polls for it

@@ -15,6 +15,8 @@ from typing import Any
 
 from skiplock.core.plumbing.config import Settings
 from skiplock.runtime.flow import WorkerFlow
+from skiplock.runtime.job_logs import LiveLogs
+from skiplock.runtime.job_stacks import RunningStacks
 from skiplock.runtime.latency import LatencyRecorder
 from skiplock.runtime.ledger import Counters, HeldJobs
 from skiplock.runtime.signals import Signals
@@ -37,3 +39,5 @@ class WorkerParts:
     signals: Signals = field(default_factory=Signals)
     counters: Counters = field(default_factory=Counters)
     latency: LatencyRecorder = field(default_factory=LatencyRecorder)
+    job_logs: LiveLogs = field(default_factory=LiveLogs)  # the runs' log lines not yet written (heartbeat, acker)
+    stacks: RunningStacks = field(default_factory=RunningStacks)  # where runs run, for a stack asked (heartbeat)

@@ -23,7 +23,8 @@ so the error hooks see the classified outcome, the cancel then turns it into "ca
 and the timings and the trace see what is written. The durable jobs' hook (runtime/durable_hook.py,
 appended by the Worker after these) sits nearest the handler: it turns a parked run into the PARKED
 outcome before any classification, and writes a run's cursors before anything else sees its outcome.
-A hook does not override what it does not
+The Worker puts the job's own log lines (worker/runtime/job_logs.py) outside them all, so the lines
+include what the user's error hooks log. A hook does not override what it does not
 need (RunHook's defaults do nothing); the executor skips the default methods, so a hook costs
 only the phases it uses.
 """

@@ -52,6 +52,8 @@ from skiplock.runtime.durable_hook import DurableHook
 from skiplock.runtime.executor import Executor
 from skiplock.runtime.flow import WorkerFlow
 from skiplock.runtime.heartbeat import Heartbeat
+from skiplock.runtime.job_logs import JobLogsHook
+from skiplock.runtime.job_stacks import StackHook
 from skiplock.runtime.lanes import build_lanes
 from skiplock.runtime.latency import LatencyRecorder, fold_exited
 from skiplock.runtime.ledger import Counters, HeldJobs
@@ -116,9 +118,14 @@ class Worker:
         # waiter rows ask producers' insert trigger for a NOTIFY while this worker is idle
         self.waiting = Waiting(lambda: self._pool_connection(), self.worker_id, list(self.queues), self.leases,
                                [self.tasks[q].version for q in self.queues])
-        # the standard hooks, and nearest the handler the durable jobs' (steps on the producer's pool)
-        hooks = [*standard_hooks(self.flow, self.latency, self.run_times, self.held.lane_of),
+        # the job's own log lines wrap every other hook, so they include what the user's error hooks log;
+        # StackHook next: a stack asked of a run is taken until its very end; the standard hooks; and nearest
+        # the handler the durable jobs' (steps on the producer's pool)
+        hooks = [StackHook(self.parts.stacks), *standard_hooks(self.flow, self.latency, self.run_times,
+                                                               self.held.lane_of),
                  DurableHook(self.worker_id, lambda: default_pool().connection())]
+        if settings.job_logs:  # SKIPLOCK_JOB_LOGS=0 leaves handlers' records to the logging configuration alone
+            hooks.insert(0, JobLogsHook(self.parts.job_logs))
         self.executor = Executor(self.parts, hooks)
         self.shutdown = Shutdown(self.parts, self.executor)
         self.claimer = Claimer(self.parts, self.queues, self.waiting, start_jobs=self.executor.start,

@@ -10,7 +10,7 @@ from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes, unique_for
 from skiplock.core.durable import service as durable_service
-from skiplock.core.features import audit, payload_edit, run_times, stats_rollup
+from skiplock.core.features import audit, job_logs, job_stacks, payload_edit, run_times, stats_rollup
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
@@ -71,6 +71,11 @@ class Pruner:
             total += self._in_batches(lambda n: durable_service.prune(conn, self.settings.signal_retention, n))
             # unique_for keys past their window (migration 037), through the expiry index
             total += self._in_batches(lambda n: unique_for.prune(conn, n))
+            # the jobs' own log lines (migration 041) are kept as long as the longest-kept finished job
+            logs_kept = max(self.settings.history_retention, self.settings.dead_retention)
+            total += self._in_batches(lambda n: job_logs.prune(conn, logs_kept, n))
+            # stack requests (migration 042) are audited actions: their stacks are kept as long as the audit
+            total += job_stacks.prune(conn, self.settings.audit_retention)
         if total:
             log.info("pruned %d finished job(s), audit and stats row(s) past retention", total)
         return total

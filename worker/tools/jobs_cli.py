@@ -1,5 +1,5 @@
-"""`skiplock jobs list|show|retry|purge|cancel|signal|wake`: the console's dead-letter actions, for scripts
-(signal and wake, for durable jobs, are tools/durable_cli.py's).
+"""`skiplock jobs list|show|retry|purge|cancel|signal|wake|stack`: the console's dead-letter actions, for scripts
+(signal and wake, for durable jobs, are tools/durable_cli.py's; stack is tools/stack_cli.py's).
 
 The filters are the console's: state (dead or failed), queue, error group, age (finished within
 a window, or older than a duration) and text. Retry and purge take job ids, or every job the
@@ -26,7 +26,7 @@ from skiplock.core.errors import SkiplockError
 from skiplock.core.features import audit, payload_edit
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.db import connect
-from skiplock.tools import cancel_cli, durable_cli
+from skiplock.tools import cancel_cli, durable_cli, stack_cli
 from skiplock.tools.commands import command
 
 # A duration as operators type it: 90s, 30m, 2h, 7d (a bare number is seconds).
@@ -87,14 +87,21 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     cancel.add_argument("job_id", type=int, help="the job's id")
     cancel.add_argument("--as", "--actor", dest="actor", default=None,
                         help="who is asking (default: cli:<your user name>)")
+    shown = sub.add_parser("stack", help="print a running job's stack, taken by the worker that runs it")
+    shown.add_argument("job_id", type=int, help="the job's id")
+    shown.add_argument("--wait", type=float, default=15.0, help="seconds to wait for the worker's answer (15)")
+    shown.add_argument("--as", "--actor", dest="actor", default=None,
+                       help="who is asking (default: cli:<your user name>)")
 
 
-@command("jobs", "dead letters and single jobs: jobs list|show|retry|purge|cancel|signal|wake", _add_args)
+@command("jobs", "dead letters and single jobs: jobs list|show|retry|purge|cancel|signal|wake|stack", _add_args)
 def _jobs(args: argparse.Namespace) -> int:
     if args.jobs_action == "cancel":
         return cancel_cli.cancel(args)
     if args.jobs_action in ("signal", "wake"):
         return durable_cli.run(args)
+    if args.jobs_action == "stack":
+        return stack_cli.stack(args)
     with connect(load_settings().require_database_url(), "skiplock-cli") as conn:
         if args.jobs_action == "list":
             return _list(conn, args)

@@ -13,17 +13,22 @@ from psycopg.rows import dict_row
 
 from skiplock.core import transitions
 from skiplock.core.durable import service
-from skiplock.core.features import payload_edit
+from skiplock.core.features import job_logs, payload_edit
 from skiplock.core.plumbing.config import Settings
 from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
+from skiplock.webapp.pages.jobs import stack
 from skiplock.webapp.queries import page_queries, workflow_queries
 from skiplock.webapp.shared import edit_form, job_links, timeline
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
+
+# The attempts whose log lines the job page shows in full (the others: a link, ?logs=all); each is at most
+# worker/runtime/job_logs.py's MAX_BYTES, so the page stays small for a job retried many times.
+LOG_ATTEMPTS_SHOWN = 3
 
 
 def _parse(job_id: str) -> int:
@@ -60,6 +65,11 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         # a durable job's stored steps and cursors, and what it is parked on (the core's reads)
         durable = {"parked_on": service.parked_on(conn, jid) if job["status"] == JobStatus.PARKED else None,
                    "durable_steps": service.steps_of(conn, jid), "durable_cursors": service.cursors_of(conn, jid)}
+        # the handler's own log lines: the latest attempts' in full, every attempt's count on the timeline
+        all_logs = request.args.get("logs") == "all"
+        logs = job_logs.of_job(conn, jid, 1000 if all_logs else LOG_ATTEMPTS_SHOWN)
+        log_counts = job_logs.counts_of_job(conn, jid)
+        stack_row = stack.read(conn, job)  # a running job's "Show stack" panel (stack.py beside this)
         if form is None and job["status"] == JobStatus.DEAD:
             form = edit_form.form_for(conn, jid)
     actions = transitions.allowed(transitions.situation(job["status"], job["scheduled"]))
@@ -69,7 +79,8 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
     actions = [t for t in actions if t.action != "wake"]
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
-                    edit_form=form, django_task=django_payload.describe(job), **durable)
+                    edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts,
+                    stack=stack_row, **durable)
     response.status_code = code
     return response
 

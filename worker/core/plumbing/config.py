@@ -69,6 +69,7 @@ class Settings:
     # for what needs a session: LISTEN and the migrations' advisory lock. Default: DATABASE_URL.
     direct_url: str | None = None
     prepared_statements: bool = True  # SKIPLOCK_PREPARED_STATEMENTS: off behind PgBouncer < 1.21 (transaction mode)
+    job_logs: bool = True  # SKIPLOCK_JOB_LOGS: keep what handlers log during a run with the job (0: do not)
 
     def lease_for(self, queue: str) -> float:
         """Lease length in seconds for jobs of `queue`."""
@@ -214,6 +215,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "SKIPLOCK_HEALTH_PORT": ("health_port", lambda n, r: _number(n, r, int, 1, "a TCP port 1-65535", 65535)),
     "SKIPLOCK_DIRECT_URL": ("direct_url", lambda n, r: _url(n, r)),
     "SKIPLOCK_PREPARED_STATEMENTS": ("prepared_statements", _bool),
+    "SKIPLOCK_JOB_LOGS": ("job_logs", _bool),
     "SKIPLOCK_HISTORY_MODE": ("history_mode", lambda n, r: _choice(n, r.strip().lower(),
                                                                     ("delete", "keep", "partitioned"))),
 }

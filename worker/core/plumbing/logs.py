@@ -46,7 +46,8 @@ def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
     else:
         handler.setFormatter(UtcFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    # a handler that routes records elsewhere (the job's own log lines, worker/runtime/job_logs.py) stays
+    root.handlers[:] = [handler, *(h for h in root.handlers if getattr(h, "kept_on_reconfigure", False))]
     root.setLevel(level)
     # APScheduler logs every run at INFO; that is noise next to our own job lines.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
