@@ -197,7 +197,7 @@ def test_installed_wheel_migrates_enqueues_works_and_serves_the_console(installe
         _check_console(app, conn, dead_id)
 
     # the other commands, from the same folder
-    assert "no recurring definitions" in app.run("skiplock", "schedules", "list").stdout
+    assert "no recurring schedules" in app.run("skiplock", "schedules", "list").stdout
     doctor = app.run("skiplock", "doctor", check=False)
     assert doctor.returncode in (0, 1) and "Traceback" not in doctor.stderr, doctor.stderr
     bench = app.run("skiplock", "bench", "--quick")
