@@ -2,7 +2,7 @@
 
 Each ```bash block runs as written; each `<!-- file: PATH -->` block is saved to PATH (a heredoc) at its
 place in the page, in the folder the page's own `cd` reached. The install line installs skiplock's
-wheel, built from the checkout, through the variable the page documents: SKIPLOCK_WHEEL. DATABASE_URL
+wheel, built from the checkout, through the variable the page documents: SKIPLOCK. DATABASE_URL
 is a database of its own, which the page keeps (its export only sets a default). The page must end
 with check.py's "ok" and a worker that stopped with exit 0.
 """
@@ -58,7 +58,7 @@ def test_the_tutorial_runs_as_written(dists: dict[str, Path], tmp_path: Path, pg
         admin.execute(f'CREATE DATABASE "{name}"')
     env = {k: v for k, v in os.environ.items()  # the reader's shell: nothing of the checkout or the test run
            if not k.startswith(("SKIPLOCK_", "PYTHON", "VIRTUAL_ENV", "DJANGO_", "DATABASE_URL"))}
-    env.update(SKIPLOCK_WHEEL=str(dists["checkout"]), DATABASE_URL=_as_url(with_database(pg_admin_url, name)))
+    env.update(SKIPLOCK=str(dists["checkout"]), DATABASE_URL=_as_url(with_database(pg_admin_url, name)))
     log = tmp_path / "shell.log"
     try:
         # a session of its own: if the page fails midway, its background worker is stopped with it below

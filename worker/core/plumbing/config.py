@@ -231,9 +231,6 @@ _KNOWN_ELSEWHERE = {
     "SKIPLOCK_DATABASES",  # skiplock.core.plumbing.databases: the console over several databases, doctor --all
     # the migrator's override for changed applied migrations (core/plumbing/migrate.py)
     "SKIPLOCK_MIGRATE_ALLOW_CHANGED",
-    # the tutorials' install line, `pip install "${SKIPLOCK_WHEEL:-skiplock}[django]"`: a built wheel until
-    # the first release; a shell that exported it still starts skiplock
-    "SKIPLOCK_WHEEL",
     # the skiplock.testing plugin's (tools/testing.py): a worker a user's test session starts inherits them
     "SKIPLOCK_TEST_SERVER_URL", "SKIPLOCK_TEST_DATABASE_URL",
     # pushed alerts (skiplock.monitor.alert_rules.AlertSettings)
