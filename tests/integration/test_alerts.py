@@ -69,7 +69,8 @@ def test_a_job_that_dies_alerts_once_and_is_resolved_when_its_dead_letter_is_pur
     worker = spawn_worker(SKIPLOCK_ALERT_URLS=webhook.url, **ALERTING)
     dead = enqueue("t2", {"permanent": True}, conn=conn)
     wait_for(lambda: webhook.count("FIRING", "'t2'"), timeout=60, message="the firing alert")
-    text = webhook.texts()[0]
+    # other rules may fire too on a fresh test database (the doctor's checks): only queue t2's messages count here
+    text = next(m for m in webhook.texts() if "FIRING" in m and "'t2'" in m)
     assert "1 job(s) of queue 't2' died" in text and "http://console.example/dead/?queue=t2" in text
     assert re.search(r"Since: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text)
     # while the dead letter stays, later passes hold the repeat back
@@ -77,14 +78,14 @@ def test_a_job_that_dies_alerts_once_and_is_resolved_when_its_dead_letter_is_pur
     passes_later = scalar(conn, "SELECT now()")
     wait_for(lambda: scalar(conn, "SELECT max(last_seen) FROM alert_conditions") > passes_later + timedelta(seconds=1),
              timeout=30, message="two more passes")
-    assert webhook.count("FIRING") == 1
+    assert webhook.count("FIRING", "'t2'") == 1
 
     assert state_changes.purge_finished(conn, [dead]) == [dead]
     wait_for(lambda: webhook.count("RESOLVED", "'t2'"), timeout=60, message="the resolved alert")
-    assert webhook.count("FIRING") == 1
+    assert webhook.count("FIRING", "'t2'") == 1
     # the worker records each message right after its delivery
-    wait_for(lambda: [row[1] for row in last_sent(conn)][:2] == ["resolved", "firing"], timeout=30,
-             message="both messages recorded")
+    wait_for(lambda: [row[1] for row in last_sent(conn) if "'t2'" in row[3]][:2] == ["resolved", "firing"],
+             timeout=30, message="both messages recorded")
     assert all(row[5] for row in last_sent(conn))  # delivered
     assert worker.proc.poll() is None
 
@@ -98,7 +99,7 @@ def test_a_worker_killed_mid_run_fires_the_reaped_rule(db_url, conn, spawn_worke
     victim.kill()
     spawn_worker(SKIPLOCK_ALERT_URLS=webhook.url, SKIPLOCK_REAPER_INTERVAL="0.2", SKIPLOCK_QUEUES="t3", **ALERTING)
     wait_for(lambda: webhook.count("FIRING", "reaped", "'t1'"), timeout=60, message="the reaped alert")
-    assert "a worker is dying mid-run" in webhook.texts()[0]
+    assert any("a worker is dying mid-run" in m for m in webhook.texts())
 
 
 def _service(db_url: str, sent: list[tuple[str, str]], **env: str) -> AlertService:
