@@ -69,6 +69,16 @@ class _SecureWhenHttps(SecureCookieSessionInterface):
     def get_cookie_secure(self, app: Flask) -> bool:
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or (has_request_context() and request.is_secure)
 
+    def should_set_cookie(self, app: Flask, session: Any) -> bool:
+        # A page's background requests (htmx polls and loaders, which send HX-Request) never re-send an
+        # unchanged cookie: one still in flight when the operator logs out would otherwise arrive after the
+        # logout and put the old, logged-in cookie back (and break the next login's CSRF check). So an
+        # open page's refreshes do not count as activity for the idle timeout either; the operator's
+        # own clicks do.
+        if request.method == "GET" and request.headers.get("HX-Request") and not session.modified:
+            return False
+        return super().should_set_cookie(app, session)
+
     def get_cookie_path(self, app: Flask) -> str:
         # Mounted by a Django or ASGI host, the prefix is known only per request (SCRIPT_NAME):
         # scope the console's cookie to it, as mount() does for a Flask host with SESSION_COOKIE_PATH.

@@ -36,7 +36,8 @@ def test_edit_and_retry_at_1440_and_the_timeline_at_390(page: Any, console: Any,
     page.goto(f"{console.url}/jobs/{job}")
     page.click("a.edit-retry-link")
     box = page.locator("#edit-payload")
-    assert box.is_visible() and '"old@example.com"' in box.input_value()
+    box.wait_for(state="visible")  # the link loads the page again (?edit=1): wait for it, do not race it
+    assert '"old@example.com"' in box.input_value()
     box.fill('{"to": "new@example.com",')  # a typo: refused with the message, the text kept
     page.click("button:has-text('Save payload and retry')")
     page.wait_for_selector(".edit-error")

@@ -40,6 +40,31 @@ def test_each_request_restarts_the_idle_clock(make_app: Any, monkeypatch: pytest
     assert client.get("/").status_code == 200  # 8 idle minutes since then, not 16
 
 
+def test_a_poll_in_flight_at_logout_does_not_log_the_browser_back_in(make_app: Any) -> None:
+    # The overview's loaders and polls (htmx GETs) may still be on their way when the operator logs out;
+    # their responses must not put the old, logged-in cookie back in the browser.
+    app = make_app()
+    client = app.test_client()
+    login(client, *ADMIN)
+    logged_in = client.get_cookie("skiplock_console") or client.get_cookie("session")
+    assert logged_in is not None
+    poll = client.get("/", headers={"HX-Request": "true"})
+    assert poll.status_code == 200
+    assert "Set-Cookie" not in poll.headers
+    # an operator's own page load still re-signs the cookie (the idle clock restarts)
+    assert "Set-Cookie" in client.get("/").headers
+
+
+def test_background_polls_do_not_keep_an_idle_session_alive(make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(SESSION_IDLE_MINUTES=10)
+    client = app.test_client()
+    login(client, *ADMIN)
+    _clock_ahead(monkeypatch, 8)
+    assert client.get("/", headers={"HX-Request": "true"}).status_code == 200
+    _clock_ahead(monkeypatch, 11)
+    assert client.get("/").status_code == 401  # 11 minutes since the operator's last own request
+
+
 def _login_cookie(client: Any, **kw: Any) -> str:
     page = client.get("/login", **kw).get_data(as_text=True)
     token = page.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]

@@ -74,9 +74,10 @@ def test_a_job_that_dies_alerts_once_and_is_resolved_when_its_dead_letter_is_pur
     assert "1 job(s) of queue 't2' died" in text and "http://console.example/dead/?queue=t2" in text
     assert re.search(r"Since: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text)
     # while the dead letter stays, later passes hold the repeat back
-    wait_for(lambda: scalar(conn, "SELECT count(*) FROM alert_conditions") == 1, timeout=30, message="the condition")
+    t2_condition = "SELECT {} FROM alert_conditions WHERE key = 'dead_rise:t2'"
+    wait_for(lambda: scalar(conn, t2_condition.format("count(*)")) == 1, timeout=30, message="the condition")
     passes_later = scalar(conn, "SELECT now()")
-    wait_for(lambda: scalar(conn, "SELECT max(last_seen) FROM alert_conditions") > passes_later + timedelta(seconds=1),
+    wait_for(lambda: scalar(conn, t2_condition.format("max(last_seen)")) > passes_later + timedelta(seconds=1),
              timeout=30, message="two more passes")
     assert webhook.count("FIRING", "'t2'") == 1
 
