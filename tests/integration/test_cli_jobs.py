@@ -66,7 +66,7 @@ def test_list_and_show_use_the_consoles_filters(db_url: str, conn: psycopg.Conne
     detail = json.loads(cli(db_url, "show", str(dead_jobs["t1"][0]), "--json").stdout)
     assert detail["status"] == "dead" and detail["queue"] == "t1" and detail["attempts"] == 1
     missing = cli(db_url, "show", "987654321")
-    assert missing.returncode == 1 and "does not exist" in missing.stdout
+    assert missing.returncode == 1 and "does not exist" in missing.stdout and "SKIPLOCK_HISTORY_MODE" in missing.stdout
 
 
 def test_retry_matching_with_dry_run_then_for_real_is_audited(db_url: str, conn: psycopg.Connection,

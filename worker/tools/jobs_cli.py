@@ -149,7 +149,9 @@ def _list(conn: psycopg.Connection, args: argparse.Namespace) -> int:
 def _show(conn: psycopg.Connection, args: argparse.Namespace) -> int:
     job = state_changes.job_detail(conn, args.job_id)
     if job is None:
-        print(f"job {args.job_id} does not exist")
+        # the usual surprise on a first day: a job that succeeded is deleted by default
+        print(f"job {args.job_id} does not exist: it never did, or it succeeded and was deleted "
+              "(SKIPLOCK_HISTORY_MODE=keep or partitioned keeps finished jobs)")
         return 1
     if args.json:
         print(json.dumps(job, default=str))
