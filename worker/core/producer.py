@@ -340,24 +340,29 @@ def enqueue(
         window = unique_for_keys.seconds(unique_for)
         if unique_key is None or on_conflict != "ignore" or depends_on is not None:
             raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
+    options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
+               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version}
     if depends_on is not None or on_dependency_failure != "dead":
-        specs, parents, policies = linked_specs([{
-            "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
-            "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
-            "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
-        if on_conflict != "ignore":
-            raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+        specs, parents, policies = one_linked_job(queue, payload, on_conflict, depends_on, on_dependency_failure,
+                                                  options)
         with tracing.enqueue_span(queue):
             return linked_insert.insert_linked(partial(_execute, raw), specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
-        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
-                                         run_at=run_at, delay=delay, unique_key=unique_key,
-                                         max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
-                                         version=version)
+        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, **options)
         if unique_for is not None:
             return unique_for_keys.enqueue(partial(_execute, raw), params, window)
         rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
+
+
+def one_linked_job(queue: str, payload: Any, on_conflict: str, depends_on: Iterable[int] | None,
+                   on_dependency_failure: str, options: Mapping[str, Any],
+                   ) -> tuple[list[JobSpec], list[list[int]], list[str | None]]:
+    """Validate one enqueue with depends_on (or a dependency policy): the linked insert's rows for it."""
+    if on_conflict != "ignore":
+        raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+    return linked_specs([{"queue": queue, "payload": payload, **options, "depends_on": depends_on,
+                          "on_dependency_failure": on_dependency_failure}])
 
 
 def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None, on_conflict: str = "ignore",
