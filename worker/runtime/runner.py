@@ -13,6 +13,8 @@ Threads, and what each one owns:
 Both work over the held-jobs ledger (worker/runtime/ledger.py); the Worker wires them.
 - listener (built by the claimer): LISTEN/NOTIFY wake-ups, the claim for an idle lane, hand-offs.
   APScheduler: reaper, worker registry, recurring, pruner, the durable jobs' wake pass.
+Before the first claim, worker/runtime/startup.py settles the queues and their leases, waits for a
+migrated database and writes the tasks' limits.
 At a stop, worker/runtime/shutdown.py lets running handlers finish, acks, and releases the rest.
 """
 
