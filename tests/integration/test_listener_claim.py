@@ -15,7 +15,7 @@ import pytest
 from skiplock import enqueue
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import Registry, Task
-from skiplock.runtime.listener import CHANNEL, Listener
+from skiplock.runtime.listener import CHANNEL, Listener, ListenerHooks
 from skiplock.runtime.runner import Worker
 from tests.support.helpers import scalar, wait_for
 
@@ -64,7 +64,7 @@ def test_a_failing_notify_claim_still_wakes_the_worker_and_the_listener_goes_on(
     def broken_claim(_conn: Any) -> bool:
         raise RuntimeError("a bug in the claim path")
 
-    listener = Listener(db_url, {"lq"}, wake, "skiplock-listener test", on_notify=broken_claim)
+    listener = Listener(db_url, {"lq"}, wake, "skiplock-listener test", ListenerHooks(on_notify=broken_claim))
     listener.start()
     try:
         assert listener.connected.wait(10)

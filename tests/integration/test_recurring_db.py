@@ -280,14 +280,14 @@ def build_hourly_next(moment: datetime) -> datetime:
 
 def test_tick_arms_one_wake_timer_at_the_soonest_fire_time_of_this_workers_queues(conn, pool):
     from skiplock.services.maintenance import build_scheduler
-    from skiplock.services.recurring_service import WAKE_DELAY
+    from skiplock.services.recurring_service import WAKE_DELAY, WakeTimers
 
     scheduler = build_scheduler()  # never started: the test only looks at what was armed
     woken: list[int] = []
     definitions = [define("mine", queue="rq", every="1h"), define("mine-later", queue="rq", every="1d"),
                    define("theirs", queue="elsewhere", every="1m")]
-    service = RecurringService(pool, definitions, scheduler=scheduler, wake=lambda: woken.append(1),
-                               wake_queues=["rq"])
+    service = RecurringService(pool, definitions,
+                               timers=WakeTimers(scheduler, wake=lambda: woken.append(1), wake_queues=["rq"]))
     service.tick()
     fire_at = min(run_at for _, run_at, _ in jobs(conn, "rq"))
     # one timer, at the soonest slot of a queue this worker claims ("theirs" fires sooner, elsewhere)

@@ -15,6 +15,8 @@ _STATE = """coalesce(j.status::text, r.state::text,
          'succeeded')"""
 
 # A job's parents (or dependents): the first %(limit)s by id, each with its state and queue.
+# Two statements, not one with a direction parameter: each walks its own index of job_deps (child, or
+# parent), where an `e.child = ... OR e.parent = ...` chosen at run time would be planned for neither.
 JOB_PARENTS = f"""
 SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.id IS NOT NULL AS row_kept
   FROM job_deps e

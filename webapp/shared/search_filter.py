@@ -117,20 +117,21 @@ def _state(raw: str | None) -> str | None:
     return raw
 
 
-def _error_text(raw: str | None) -> str | None:
-    text = _short(raw, "error text", filters.MAX_TEXT)
+def _matched_text(raw: str | None, what: str, where: str) -> str | None:
+    """Text matched anywhere in `where`: at least MIN_ERROR_TEXT characters, or it matches nearly everything."""
+    text = _short(raw, what, filters.MAX_TEXT)
     if text is not None and len(text) < MIN_ERROR_TEXT:
-        raise SearchInputError(f"error text must be at least {MIN_ERROR_TEXT} characters (it is matched "
-                               f"anywhere in the error, and shorter text matches nearly every one)")
+        raise SearchInputError(f"{what} must be at least {MIN_ERROR_TEXT} characters (it is matched "
+                               f"anywhere in {where})")
     return text
+
+
+def _error_text(raw: str | None) -> str | None:
+    return _matched_text(raw, "error text", "the error, and shorter text matches nearly every one")
 
 
 def _log_text(raw: str | None) -> str | None:
-    text = _short(raw, "log text", filters.MAX_TEXT)
-    if text is not None and len(text) < MIN_ERROR_TEXT:
-        raise SearchInputError(f"log text must be at least {MIN_ERROR_TEXT} characters (it is matched "
-                               f"anywhere in the job's log lines)")
-    return text
+    return _matched_text(raw, "log text", "the job's log lines")
 
 
 def payload_document(path: str, raw_value: str) -> dict[str, Any] | None:

@@ -6,25 +6,22 @@ raises EnqueueError and writes nothing. With `conn=` the INSERT joins the caller
 
 from __future__ import annotations
 
-import atexit
 import json
 import math
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, NamedTuple, overload
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from skiplock.core import linked_insert, task_defaults
 from skiplock.core import unique_for as unique_for_keys
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import Settings, load_settings
-from skiplock.core.plumbing.db import check_database, make_pool
+from skiplock.core.plumbing.producer_pool import close_default_pool, default_pool  # noqa: F401  (re-exported)
 from skiplock.core.registry import REGISTRY
 from skiplock.core.sql import queries
 
@@ -50,35 +47,6 @@ MAX_DELAY_SECONDS = 100 * 365 * 86400  # a delay past this is a mistake, not a s
 # which left batches of 40-200 jobs a third slower than they had to be.
 COPY_THRESHOLD = 40
 MAX_UNIQUE_KEY = 512
-
-_default_pool: ConnectionPool | None = None
-_default_pool_lock = threading.Lock()
-
-
-def default_pool() -> ConnectionPool:
-    """The process-wide producer pool, built from DATABASE_URL on first use."""
-    global _default_pool
-    with _default_pool_lock:
-        if _default_pool is None:
-            settings = load_settings()
-            url = settings.require_database_url()
-            # one connection first: a URL that can never work (no such database, a wrong password) is one
-            # ConfigError with the server's reason now, not a PoolTimeout without a cause 10 s later; a
-            # server not up yet is left to the pool's retries, as before
-            check_database(url)
-            _default_pool = make_pool(url, "skiplock-producer", size=settings.pool_size)
-            atexit.register(close_default_pool)
-        return _default_pool
-
-
-def close_default_pool() -> None:
-    """Close the producer pool (tests and short scripts call this; atexit does it otherwise)."""
-    global _default_pool
-    with _default_pool_lock:
-        if _default_pool is not None:
-            _default_pool.close()
-            _default_pool = None
-
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -372,24 +340,29 @@ def enqueue(
         window = unique_for_keys.seconds(unique_for)
         if unique_key is None or on_conflict != "ignore" or depends_on is not None:
             raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
+    options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
+               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version}
     if depends_on is not None or on_dependency_failure != "dead":
-        specs, parents, policies = linked_specs([{
-            "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
-            "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
-            "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
-        if on_conflict != "ignore":
-            raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+        specs, parents, policies = one_linked_job(queue, payload, on_conflict, depends_on, on_dependency_failure,
+                                                  options)
         with tracing.enqueue_span(queue):
             return linked_insert.insert_linked(partial(_execute, raw), specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
-        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
-                                         run_at=run_at, delay=delay, unique_key=unique_key,
-                                         max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
-                                         version=version)
+        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, **options)
         if unique_for is not None:
             return unique_for_keys.enqueue(partial(_execute, raw), params, window)
         rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
+
+
+def one_linked_job(queue: str, payload: Any, on_conflict: str, depends_on: Iterable[int] | None,
+                   on_dependency_failure: str, options: Mapping[str, Any],
+                   ) -> tuple[list[JobSpec], list[list[int]], list[str | None]]:
+    """Validate one enqueue with depends_on (or a dependency policy): the linked insert's rows for it."""
+    if on_conflict != "ignore":
+        raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
+    return linked_specs([{"queue": queue, "payload": payload, **options, "depends_on": depends_on,
+                          "on_dependency_failure": on_dependency_failure}])
 
 
 def _one_job_statement(queue: str, payload: Any, trace_context: str | None = None, on_conflict: str = "ignore",

@@ -20,7 +20,6 @@ import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from skiplock.core import linked_insert, task_defaults
-from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import load_settings, validate_database_url
 from skiplock.core.plumbing.db import connect_kwargs
@@ -30,6 +29,7 @@ from skiplock.core.producer import (
     _many_specs,
     _one_job_statement,
     linked_specs,
+    one_linked_job,
     queues_of,
     unregistered_queues,
 )
@@ -73,7 +73,10 @@ async def _execute(conn: Any, sql: str, params: Mapping[str, Any]) -> Sequence[A
 
 async def _refresh_task_defaults(conn: Any, queues: Iterable[Any]) -> None:
     """refresh_task_defaults (skiplock.core.producer) for asyncio: the @task options of queues this
-    process has no handler for, read from the workers' task_defaults rows at most once a minute."""
+    process has no handler for, read from the workers' task_defaults rows at most once a minute.
+
+    Which queues need it (unregistered_queues) and what is kept (task_defaults.remember) are shared;
+    the two lookups differ in their I/O only: awaited here on any async driver, a cursor there."""
     missing = unregistered_queues(queues)
     if not missing:
         return
@@ -86,6 +89,10 @@ async def _refresh_task_defaults(conn: Any, queues: Iterable[Any]) -> None:
     task_defaults.remember(missing, rows)
 
 
+# The signatures repeat enqueue's on purpose: a coroutine function cannot borrow a plain function's
+# parameters, and each is what help(), the API reference and a type checker read. What the two calls do
+# is shared: the validation (build_spec, via _one_job_statement and one_linked_job), the statements and
+# the linked insert's rows; only the I/O (awaited here) is each one's own.
 # Without a unique_key there is nothing to conflict with: the call always returns the new job's id.
 @overload
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
@@ -124,20 +131,15 @@ async def enqueue_async(
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
     await _refresh_task_defaults(conn, [queue])
+    options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
+               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version}
     if depends_on is not None or on_dependency_failure != "dead":
-        if on_conflict != "ignore":
-            raise EnqueueError("on_conflict needs a unique_key, which depends_on cannot have")
-        specs, parents, policies = linked_specs([{
-            "queue": queue, "payload": payload, "priority": priority, "run_at": run_at, "delay": delay,
-            "unique_key": unique_key, "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant,
-            "version": version, "depends_on": depends_on, "on_dependency_failure": on_dependency_failure}])
+        specs, parents, policies = one_linked_job(queue, payload, on_conflict, depends_on, on_dependency_failure,
+                                                  options)
         with tracing.enqueue_span(queue):
             return (await linked_insert.insert_linked_async(partial(_execute, conn), specs, parents, policies))[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
-        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, priority=priority,
-                                         run_at=run_at, delay=delay, unique_key=unique_key,
-                                         max_attempts=max_attempts, lock_key=lock_key, tenant=tenant,
-                                         version=version)
+        sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, **options)
         rows = await _execute(conn, sql, params)
     return rows[0][0] if rows else None
 

@@ -19,6 +19,7 @@ from skiplock.core import state_changes
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.core.status import OutcomeStatus
 from skiplock.runtime.parts import WorkerParts
+from skiplock.runtime.row_writer import RowWriter
 
 log = logging.getLogger("skiplock.worker")
 
@@ -27,18 +28,12 @@ COUNTER: dict[str, str] = {OutcomeStatus.OK: "succeeded", OutcomeStatus.RETRY: "
                            OutcomeStatus.FAILED: "failed", OutcomeStatus.SNOOZED: "snoozed"}
 
 
-class Acker:
+class Acker(RowWriter):
     """Gathers outcomes and writes each batch with one fenced statement."""
 
     def __init__(self, parts: WorkerParts,
                  on_written: Callable[[list[state_changes.Outcome], bool], None] | None = None) -> None:
-        self._connect = parts.rows_connection
-        self.worker_id = parts.worker_id
-        self.ledger = parts.ledger
-        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
-        self._row_writes = parts.row_writes
-        self.counters = parts.counters
-        self.job_logs = parts.job_logs
+        super().__init__(parts)  # the row writers' connection, lock, ledger and counters
         self.latency = parts.latency
         self.batch = parts.settings.ack_batch
         self.interval = parts.settings.ack_interval

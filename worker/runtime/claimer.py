@@ -24,7 +24,7 @@ from skiplock.core.plumbing import tracing
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error, prepared_statements, session_defaults
 from skiplock.core.plumbing.deadline import WATCHDOG
 from skiplock.runtime.lanes import ASYNC, Lane
-from skiplock.runtime.listener import Listener
+from skiplock.runtime.listener import Listener, ListenerHooks
 from skiplock.runtime.parts import Connect, WorkerParts
 
 log = logging.getLogger("skiplock.worker")
@@ -194,9 +194,9 @@ class Claimer:
         """The listener thread: LISTEN, hand-offs, and the claim for an idle lane on its own connection."""
         self.listener = Listener(self.settings.session_url, set(self.queues), wake,
                                  f"skiplock-listener {self.worker_id.rsplit(':', 1)[-1]}",
-                                 on_connect=self._listening, on_taken=self.waiting.taken,
-                                 on_notify=self.on_notify, configure=listener_session,
-                                 on_handoff=self._on_handoff)
+                                 ListenerHooks(on_connect=self._listening, on_taken=self.waiting.taken,
+                                               on_notify=self.on_notify, configure=listener_session,
+                                               on_handoff=self._on_handoff))
         return self.listener
 
     def on_notify(self, conn: psycopg.Connection) -> bool:

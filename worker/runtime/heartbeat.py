@@ -22,6 +22,7 @@ from skiplock.core.features import cancel, progress
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.parts import WorkerParts
+from skiplock.runtime.row_writer import RowWriter
 
 log = logging.getLogger("skiplock.worker")
 # How often reported progress and saved cursors reach the database at most: the console refreshes every
@@ -29,18 +30,12 @@ log = logging.getLogger("skiplock.worker")
 PROGRESS_SECONDS = 1.0
 
 
-class Heartbeat:
+class Heartbeat(RowWriter):
     """Extends the leases of held jobs; reads cancel requests for running ones."""
 
     def __init__(self, parts: WorkerParts, lease_for: Callable[[str], float],
                  async_loop: AsyncHandlerLoop | None = None) -> None:
-        self._connect = parts.rows_connection
-        self.worker_id = parts.worker_id
-        self.ledger = parts.ledger
-        # the ack, the heartbeat and the shutdown release lock the same rows: one at a time (see WorkerParts)
-        self._row_writes = parts.row_writes
-        self.counters = parts.counters
-        self.job_logs = parts.job_logs
+        super().__init__(parts)  # the row writers' connection, lock, ledger and counters
         self.stacks = parts.stacks
         self.lease_for = lease_for  # a queue's lease in seconds
         self.async_loop = async_loop

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import psycopg
 
@@ -24,30 +25,37 @@ CHANNEL = "skiplock_jobs"
 HEALTH_CHECK_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class ListenerHooks:
+    """What the listener calls back into; each is optional (a bare listener only wakes the claim loop)."""
+
+    # called on every (re)connection with this connection and the hand-off key it holds (None
+    # without on_handoff): a restarted server has lost the unlogged waiter rows, and tokens
+    # must carry the new key
+    on_connect: Callable[[psycopg.Connection, int | None], None] | None = None
+    # called for the insert trigger's NOTIFY: the producer took the waiter rows (migration 015)
+    on_taken: Callable[[], None] | None = None
+    # called with this connection for a NOTIFY about our queues, before the claim loop is
+    # woken: the worker claims for an idle lane right here (see Claimer.on_notify)
+    on_notify: Callable[[psycopg.Connection], bool] | None = None
+    configure: Callable[[psycopg.Connection], None] | None = None  # the connection's session settings for those claims
+    # called with this connection and a hand-off NOTIFY's payload (migration 020): False when it was another
+    # worker's; True when it was ours and went to the sync lane, whose handler thread then wakes
+    # the claim loop; None when it was ours otherwise (the listener wakes the loop)
+    on_handoff: Callable[[psycopg.Connection, str], bool | None] | None = None
+
+
 class Listener:
     """Runs in its own thread; call `start()` once and `stop()` at shutdown."""
 
     def __init__(self, url: str, queues: set[str], wake: Callable[[], None], app_name: str,
-                 on_connect: Callable[[psycopg.Connection, int | None], None] | None = None,
-                 on_taken: Callable[[], None] | None = None,
-                 on_notify: Callable[[psycopg.Connection], bool] | None = None,
-                 configure: Callable[[psycopg.Connection], None] | None = None,
-                 on_handoff: Callable[[psycopg.Connection, str], bool | None] | None = None) -> None:
+                 hooks: ListenerHooks = ListenerHooks()) -> None:
         self.url = url
-        # called with this connection and a hand-off NOTIFY's payload (migration 020): False when it was another
-        # worker's; True when it was ours and went to the sync lane, whose handler thread then wakes
-        # the claim loop; None when it was ours otherwise (the listener wakes the loop)
-        self.on_handoff = on_handoff
-        # called with this connection for a NOTIFY about our queues, before the claim loop is
-        # woken: the worker claims for an idle lane right here (see Claimer.on_notify)
-        self.on_notify = on_notify
-        self.configure = configure  # the connection's session settings for those claims
-        # called for the insert trigger's NOTIFY: the producer took the waiter rows (migration 015)
-        self.on_taken = on_taken
-        # called on every (re)connection with this connection and the hand-off key it holds (None
-        # without on_handoff): a restarted server has lost the unlogged waiter rows, and tokens
-        # must carry the new key
-        self.on_connect = on_connect
+        self.on_handoff = hooks.on_handoff
+        self.on_notify = hooks.on_notify
+        self.configure = hooks.configure
+        self.on_taken = hooks.on_taken
+        self.on_connect = hooks.on_connect
         self.queues = queues
         self.wake = wake
         self.app_name = app_name

@@ -13,11 +13,14 @@ Threads, and what each one owns:
 Both work over the held-jobs ledger (worker/runtime/ledger.py); the Worker wires them.
 - listener (built by the claimer): LISTEN/NOTIFY wake-ups, the claim for an idle lane, hand-offs.
   APScheduler: reaper, worker registry, recurring, pruner, the durable jobs' wake pass.
+Before the first claim, worker/runtime/startup.py settles the queues and their leases, waits for a
+migrated database and writes the tasks' limits.
 At a stop, worker/runtime/shutdown.py lets running handlers finish, acks, and releases the rest.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -30,20 +33,14 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from skiplock.core import state_changes
-from skiplock.core.errors import ConfigError, SchemaMissing
 from skiplock.core.features import worker_rows
 from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
-from skiplock.core.plumbing.db import connect, is_connection_error, make_pool, session_settings
+from skiplock.core.plumbing.db import make_pool, session_settings
 from skiplock.core.producer import default_pool
 from skiplock.core.registry import REGISTRY, Registry, Task
-from skiplock.core.schema_state import (
-    missing_after_running_migration,
-    not_migrated_message,
-    shipped_versions,
-)
 from skiplock.core.status import HistoryMode
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
@@ -62,13 +59,14 @@ from skiplock.runtime.outcomes import MAX_ERROR_CHARS, format_error  # noqa: F40
 from skiplock.runtime.parts import WorkerParts
 from skiplock.runtime.run_hooks import standard_hooks
 from skiplock.runtime.shutdown import Shutdown
+from skiplock.runtime.startup import check_schema, lease_for, resolve_queues, start_flow
 from skiplock.services.alerts import AlertService
 from skiplock.services.durable_waker import WAKE_SECONDS, DurableWaker, ParkedSweeper
 from skiplock.services.maintenance import add_service, build_scheduler
 from skiplock.services.pruner import Pruner
 from skiplock.services.reaper import Reaper
 from skiplock.services.recurring_defs import DEFINITIONS
-from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService
+from skiplock.services.recurring_service import POLL_SECONDS, PRUNE_SECONDS, RecurringService, WakeTimers
 from skiplock.services.vacuum import VACUUM_CHECK_SECONDS, JobsVacuum
 from skiplock.services.workflow_sweeper import WorkflowSweeper
 
@@ -95,8 +93,9 @@ class Worker:
         self.settings = settings
         self.url = settings.require_database_url()
         self.registry = registry
-        self.queues = self._resolve_queues(queues)
+        self.queues = resolve_queues(settings, registry, queues)
         self.tasks: dict[str, Task] = {q: t for q in self.queues if (t := registry.get(q)) is not None}
+        self._lease_for = functools.partial(lease_for, settings, registry)  # a queue's lease (startup.py)
         self.leases = [self._lease_for(q) for q in self.queues]
         self.flow = WorkerFlow(self.tasks)  # versions, tenant cursor, limited queues (worker/runtime/flow.py)
         self.worker_id = make_worker_id()
@@ -136,25 +135,6 @@ class Worker:
         self.scheduler = build_scheduler()
         self.reaper: Reaper | None = None
         self._threads: list[threading.Thread] = []
-
-    # ---- set-up ---------------------------------------------------------------------------
-
-    def _resolve_queues(self, queues: list[str] | None) -> list[str]:
-        chosen = list(queues or self.settings.queues or self.registry.queues())
-        if not chosen:
-            raise ConfigError("no queues to work: register handlers with @task in a module named by "
-                              "SKIPLOCK_TASKS/--tasks, or pass --queues")
-        missing = [q for q in chosen if self.registry.get(q) is None]
-        if missing:
-            raise ConfigError(f"no handler registered for queue(s) {', '.join(missing)}; "
-                              f"known: {', '.join(self.registry.queues()) or 'none'}")
-        return chosen
-
-    def _lease_for(self, queue: str) -> float:
-        task = self.registry.get(queue)
-        if queue in self.settings.queue_leases or task is None or task.lease_seconds is None:
-            return self.settings.lease_for(queue)
-        return float(task.lease_seconds)
 
     @property
     def app_name(self) -> str:
@@ -210,8 +190,8 @@ class Worker:
         # The pool's connections (SKIPLOCK_POOL_SIZE, at least 3): one is the row writers' (below),
         # the rest serve the reaper, the worker registry and the other services.
         self.pool = make_pool(self.url, self.app_name, size=max(self.settings.pool_size, 3) - 1)
-        self._check_schema()
-        self._start_flow()
+        check_schema(self.settings, self.pool, self.app_name, self.worker_id)
+        start_flow(self.pool, self.flow)
         # The claim loop's own connection, whose claims commit without waiting for their WAL flush:
         # a claim lost in a server crash puts its jobs back to queued, where they run again, as
         # at-least-once allows for anything in flight at a crash; the flush of the next durable
@@ -241,32 +221,6 @@ class Worker:
             self.shutdown.run(self)
         return self.signals.exit_code  # ENVIRONMENT_EXIT_CODE after a broken environment (executor.py)
 
-    def _check_schema(self) -> None:
-        """Start only on a migrated database: wait for a migration running now (a release line started
-        beside this worker), then stop with the fix-it line when migrations are still missing."""
-        assert self.pool is not None
-        try:
-            # the direct URL, as `skiplock migrate` uses: a session lock needs a session (not PgBouncer's)
-            with connect(self.settings.session_url, self.app_name, autocommit=True) as conn:
-                missing = missing_after_running_migration(conn, f"worker {self.worker_id}")
-        except Exception as exc:
-            if is_connection_error(exc):
-                return  # the database is not up yet; the claim loop waits for it
-            raise
-        if missing:
-            self.pool.close()
-            raise SchemaMissing(not_migrated_message(missing, len(shipped_versions())))
-
-    def _start_flow(self) -> None:
-        """Write @task-declared limits; a database still down leaves them to the next start."""
-        assert self.pool is not None
-        try:
-            with self.pool.connection() as conn:
-                self.flow.start(conn)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                raise
-
     def _start_threads(self) -> None:
         self.claimer.new_listener(self.wake).start()
         done = self.signals.acker_done
@@ -295,7 +249,7 @@ class Worker:
                 fold_exited(conn)
 
         recurring = RecurringService(pool, DEFINITIONS.values(), self.registry.queues(),
-                                     scheduler=self.scheduler, wake=self.wake, wake_queues=self.queues)
+                                     timers=WakeTimers(self.scheduler, wake=self.wake, wake_queues=self.queues))
         services: list[tuple[str, Callable[[], Any], float]] = [
             ("reaper", self.reaper.run_once, self.settings.reaper_interval),
             ("vacuum", JobsVacuum(pool, self.settings.vacuum_dead_rows, advisory_lock=session_settings()).run_once,

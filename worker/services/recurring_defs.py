@@ -112,6 +112,8 @@ def define(
     return Definition(name, queue, kind, text, timezone, normalised, catch_up)
 
 
+# recurring's keywords repeat define's on purpose: it is the public call, and its signature is what
+# help(), the API reference and a type checker show. The validation is define's alone.
 def recurring(
     name: str,
     *,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class WakeTimers:
+    """Where `tick()` arms its timers: the scheduler, and the claim loop's wake for the soonest slot of
+    `wake_queues` (the queues this worker claims)."""
+
+    scheduler: BaseScheduler
+    wake: Callable[[], None] | None = None
+    wake_queues: Iterable[str] = ()
+
+
 class RecurringService:
     """One scheduler pass per `run_once(now)`; `tick()` also arms the timers on a scheduler."""
 
@@ -59,17 +70,15 @@ class RecurringService:
         owned_queues: Iterable[str] = (),
         *,
         clock: Callable[[], datetime] = utcnow,
-        scheduler: BaseScheduler | None = None,
-        wake: Callable[[], None] | None = None,
-        wake_queues: Iterable[str] = (),
+        timers: WakeTimers | None = None,
     ) -> None:
         self.pool = pool
         self.definitions = list(definitions)
         self.owned_queues = set(owned_queues) | {d.queue for d in self.definitions}
         self.clock = clock
-        self.scheduler = scheduler
-        self.wake = wake
-        self.wake_queues = set(wake_queues)
+        self.scheduler = timers.scheduler if timers else None
+        self.wake = timers.wake if timers else None
+        self.wake_queues = set(timers.wake_queues) if timers else set()
         self.synced = False
         self._armed: dict[str, datetime] = {}  # timer -> the moment it is armed for
         self._warned_unmigrated = False
