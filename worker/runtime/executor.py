@@ -117,6 +117,7 @@ class Executor:
         self._batch_runner_of = {runner.task.queue: runner for runner in self.batch_runners}
         self.acker = Acker(parts, on_written=self.after_ack)
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
+        self._history = self.settings.history  # read per run's JobContext: a property, computed once here
 
     # ---- handing jobs to the handlers ------------------------------------------------------
 
@@ -270,7 +271,7 @@ class Executor:
         assert job.created_at is not None and job.started_at is not None
         return kind(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
                           job.created_at, job.started_at, job.unique_key, self.worker_id,
-                          self.settings.history)
+                          self._history)
 
     # ---- recording the outcome ---------------------------------------------------------------
 

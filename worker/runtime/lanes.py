@@ -65,8 +65,10 @@ def build_lanes(settings: Settings, tasks: dict[str, Task], queues: list[str],
     for queue, lease in zip(queues, leases, strict=True):
         size = tasks[queue].batch_size
         if size is not None:
-            # room for a second batch beside the one running: the next call's jobs are claimed and
-            # waiting when the handler returns, instead of a claim (and the fill) after each call
-            sizing = ClaimSizing(size, size, size)
+            # Room for two more batches beside the one running: the next call's jobs are claimed and
+            # waiting when the handler returns, and a claim is under way meanwhile, instead of the next
+            # call waiting for a claim to fill it (with one batch of room it waited about as long as it
+            # ran).
+            sizing = ClaimSizing(size, size, 2 * size)
             lanes.append(Lane(BATCH, size, [queue], [lease], sizing, sizing.plan(), most_per_claim=size))
     return lanes
