@@ -102,5 +102,7 @@ def test_each_batch_queue_has_a_lane_of_its_own(queue):
         lanes = build_lanes(load_settings({}), tasks, list(tasks), [30.0, 30.0])  # type: ignore[arg-type]
         assert [(lane.kind, lane.queues, lane.most_per_claim) for lane in lanes] == [
             (SYNC, [queue + "-one"], 50), (BATCH, [queue], 7)]
+        # room for the running batch and two more; a claim once half a batch's room is free
+        assert lanes[1].plan == (21, 3)
     finally:
         REGISTRY._tasks.pop(queue + "-one", None)
