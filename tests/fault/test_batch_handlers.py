@@ -1,7 +1,8 @@
 """Handlers that take a batch, in real worker processes: batches fill up to batch_size, a partial batch
 runs after batch_wait, BatchItemsFailed retries only the jobs it names, a plain exception retries them
 all (each per its own max_attempts), a SIGKILL mid-batch loses nothing, a cancel reaches one member,
-SIGTERM gives a gathering batch back.
+SIGTERM gives a gathering batch back, a batch that outlives its leases has its acks dropped (fenced)
+while its jobs finish elsewhere.
 
 Handlers are in tests/support/batch_handlers.py: each call writes a test_effects row per job.
 """
@@ -172,3 +173,23 @@ def test_an_async_batch_handler_runs_its_batches(conn, spawn_worker):
     done = runs(conn, "abev")
     assert done[ids[2]] == [(1, False), (2, True)]
     assert all(done[j] == [(1, True)] for j in ids if j != ids[2])
+
+
+def test_a_batch_that_outlives_its_leases_loses_its_acks_not_its_jobs(conn, spawn_worker):
+    ids = enqueue_many([("bev", {"n": i, "hang": 6}) for i in range(3)])
+    # no heartbeat: the 2 s leases expire while the call hangs, and the reaper takes the jobs back
+    slow = spawn(spawn_worker, BATCH_SIZE="3", BATCH_WAIT="5", SKIPLOCK_HEARTBEAT_INTERVAL="0")
+    wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE payload ? 'started'") == 3,
+             timeout=60, message="the batch under way")
+    fast = spawn(spawn_worker, BATCH_SIZE="3", BATCH_WAIT="0.2")
+    wait_for(lambda: left(conn) == 0 and all((1, True) in runs(conn).get(j, []) for j in ids),
+             timeout=120, message="the jobs run again elsewhere, and the hanging call returned")
+    wait_for(lambda: "lease lost before ack, result dropped" in slow.log(), timeout=60,
+             message="the slow worker's acks dropped as stale")
+    assert slow.terminate() == 0 and fast.terminate() == 0
+    done = runs(conn)
+    for job_id in ids:
+        # the first run's success came after its lease was gone: its ack was dropped, and a later run
+        # (a new attempt, whichever worker took it) is the one that finished the job
+        assert any(attempt >= 2 and ok for attempt, ok in done[job_id]), done[job_id]
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
