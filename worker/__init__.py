@@ -2,8 +2,8 @@
 
 Producers: `enqueue`, `enqueue_many`, and for asyncio `enqueue_async`, `enqueue_many_async`.
 Handlers: `@task`, `recurring`, and the exceptions that steer a job (`PermanentFailure`, `Discard`,
-`RetryAfter`, `Snooze`). Durable jobs: `job.step`, `job.sleep`, `job.wait_for` (JobContext), `signal`,
-`WaitTimeout`. The console is `skiplock.webapp`.
+`RetryAfter`, `Snooze`, and a batch handler's `BatchItemsFailed`). Durable jobs: `job.step`, `job.sleep`,
+`job.wait_for` (JobContext), `signal`, `WaitTimeout`. The console is `skiplock.webapp`.
 
 The source folders `worker/`, `webapp/`, `templates/`, `static/` and `migrations/` are mapped into
 this one package at build time (pyproject.toml), so users import one name: `skiplock`.
@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 # pay for it. The worker wires its services itself (Worker._start_services).
 from skiplock.core.durable.signals import signal, signal_async
 from skiplock.core.errors import (
+    BatchItemsFailed,
     ConfigError,
     Discard,
     EnqueueError,
@@ -51,7 +52,7 @@ from skiplock.services.recurring_defs import recurring
 # The exceptions a handler raises are named by their public path: a worker's log line, a job's
 # stored error and the console's grouping say skiplock.PermanentFailure, not the module they
 # happen to live in (which moved once already, when the layers became sub-packages).
-for _public in (ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
+for _public in (BatchItemsFailed, ConfigError, Discard, EnqueueError, JobOwnershipLost, PermanentFailure, RetryAfter,
                 SkiplockError, Snooze, WaitTimeout, JobFailed, JobNotFound, ResultNotReady, ResultNotStored,
                 ResultTooLarge):
     _public.__module__ = __name__
@@ -74,6 +75,7 @@ except PackageNotFoundError:  # imported from a bare source tree that was never 
 __all__ = [
     "Batch",
     "BatchInfo",
+    "BatchItemsFailed",
     "ConfigError",
     "Discard",
     "EnqueueError",

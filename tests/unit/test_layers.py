@@ -206,7 +206,8 @@ CORE_FLOORS: list[tuple[str, set[str]]] = [
     ("durable/", set()),
     # what an operator and a task's author call: the operator's actions, @task, typed tasks, a handler's `job`
     ("faces", {"skiplock.core.transitions", "skiplock.core.task_decorator", "skiplock.core.typed",
-               "skiplock.core.job_context"}),
+               "skiplock.core.job_context",
+               "skiplock.core.batch_handlers"}),  # a batch handler's options and its jobs' JobContext
 ]
 
 

@@ -6,6 +6,8 @@ derive from SkiplockError so the CLI can print them as one clear line instead of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class SkiplockError(Exception):
     """skiplock failed."""
@@ -89,6 +91,28 @@ class RetryAfter(HandlerSignal):
             raise ValueError("RetryAfter needs a delay >= 0 seconds")
         self.seconds = float(seconds)
         super().__init__(message or f"retry requested in {self.seconds:g}s")
+
+
+class BatchItemsFailed(HandlerSignal):
+    """A batch handler's partial failure: `failures` maps the id of each job that failed to its exception.
+
+    Those jobs end as if each had raised its own exception alone (retry, dead, snooze...); the others of
+    the batch succeed. Raised by a handler declared with `@task(queue, batch_size=N)`
+    (docs/howto/batch-handlers.md)."""
+
+    def __init__(self, failures: Mapping[int, BaseException]) -> None:
+        # checked here, where the handler raises it: a wrong shape found after the batch ran could
+        # only fail the whole batch (see worker/runtime/batch_runner.py)
+        if not isinstance(failures, Mapping) or not failures:
+            raise TypeError("BatchItemsFailed needs a non-empty dict {job_id: exception}")
+        for job_id, exc in failures.items():
+            if isinstance(job_id, bool) or not isinstance(job_id, int):
+                raise TypeError(f"BatchItemsFailed: the keys are job ids (int), got {job_id!r}")
+            if not isinstance(exc, BaseException):
+                raise TypeError(f"BatchItemsFailed: job {job_id} maps to {exc!r}, not an exception")
+        self.failures = dict(failures)
+        super().__init__(f"{len(failures)} job(s) of the batch failed: "
+                         + ", ".join(str(job_id) for job_id in sorted(failures)))
 
 
 # ---- durable jobs (docs/explanation/durable-jobs.md) -------------------------------------------

@@ -38,6 +38,14 @@ class Task:
     # global limits declared in code, written to queue_limits when a worker starts (worker/core/features/limits.py)
     concurrency: int | None = None
     rate: Any = None
+    # a batch handler (`def handle(payloads, jobs)`, core/batch_handlers.py): called with up to batch_size
+    # claimed jobs, after waiting at most batch_wait seconds for the batch to fill (runtime/batch_runner.py)
+    batch_size: int | None = None
+    batch_wait: float = 0.0
+
+    @property
+    def is_batch(self) -> bool:
+        return self.batch_size is not None
 
     def __call__(self, payload: Any, job: Any) -> Any:  # job: a JobContext (core/job_context.py)
         if self.wants_job:

@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from skiplock.core import typed
+from skiplock.core import batch_handlers, typed
 from skiplock.core.errors import ConfigError
 from skiplock.core.features import limits, versions
 from skiplock.core.registry import REGISTRY, TASK_OPTIONS, Task, qualname
@@ -26,6 +26,8 @@ def task(
     lock_key: str | Callable[[Any], str | None] | None = None,
     concurrency: int | None = None,
     rate: float | str | None = None,
+    batch_size: int | None = None,
+    batch_wait: float | None = None,
     **options: Any,
 ) -> Callable[[Callable[..., Any]], typed.TaskHandle]:
     """Register the decorated function as the handler of `queue`.
@@ -37,6 +39,9 @@ def task(
     Flow control: `version` and `upgrade={1: fn, ...}` version the payload (old jobs are
     upgraded step by step before the call); `lock_key` (a string or fn(payload)) serializes jobs
     per key; `concurrency` and `rate` ("100/s", "10/m" or a number per second) are global limits.
+    Batches: with `batch_size`, the function takes `(payloads, jobs)`, two lists, and is called with up
+    to `batch_size` jobs at once, waiting at most `batch_wait` seconds (default 1) for the batch to fill
+    (core/batch_handlers.py).
     """
     if not isinstance(queue, str) or not queue.strip():
         raise ConfigError("@task needs a non-empty queue name")
@@ -46,13 +51,24 @@ def task(
         limits.check_concurrency(concurrency)
     if lock_key is not None and not (callable(lock_key) or (isinstance(lock_key, str) and lock_key)):
         raise ConfigError(f"@task({queue!r}): lock_key must be a non-empty string or a function of the payload")
+    if batch_size is None and batch_wait is not None:
+        raise ConfigError(f"@task({queue!r}): batch_wait needs batch_size (a handler that takes a batch)")
+    batch = batch_handlers.check_options(queue, batch_size, 1.0 if batch_wait is None else batch_wait) \
+        if batch_size is not None else None
 
     def decorate(func: Callable[..., Any]) -> typed.TaskHandle:
-        wants_job = _check_signature(func)
-        # a dataclass/pydantic payload is built before the call (worker/core/typed.py); else `func` itself
-        REGISTRY.add(Task(queue, typed.runner_for(func), wants_job, lease, max_attempts, dict(options),
+        if batch is not None:
+            # a batch handler gets its jobs' JobContexts, so its claims include their context columns
+            batch_handlers.check_signature(queue, func)
+            wants_job, runner = True, func
+        else:
+            wants_job = _check_signature(func)
+            # a dataclass/pydantic payload is built before the call (worker/core/typed.py); else `func` itself
+            runner = typed.runner_for(func)
+        REGISTRY.add(Task(queue, runner, wants_job, lease, max_attempts, dict(options),
                           is_async=inspect.iscoroutinefunction(func), version=version, upgrade=upgrades,
-                          lock_key=lock_key, concurrency=concurrency, rate=per_second))
+                          lock_key=lock_key, concurrency=concurrency, rate=per_second,
+                          batch_size=batch[0] if batch else None, batch_wait=batch[1] if batch else 0.0))
         for key, value in options.items():
             hook = TASK_OPTIONS.get(key)
             if hook is None:

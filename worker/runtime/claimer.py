@@ -23,7 +23,7 @@ from skiplock.core.features.waiting import Waiting
 from skiplock.core.plumbing import tracing
 from skiplock.core.plumbing.db import describe_db_error, is_connection_error, prepared_statements, session_defaults
 from skiplock.core.plumbing.deadline import WATCHDOG
-from skiplock.runtime.lanes import ASYNC, Lane
+from skiplock.runtime.lanes import SYNC, Lane
 from skiplock.runtime.listener import Listener, ListenerHooks
 from skiplock.runtime.parts import Connect, WorkerParts
 
@@ -115,7 +115,7 @@ class Claimer:
                     # lane's empty claim is followed by a registration and another claim (below).
                     # Registering first makes this claim that second one (Lane.found_nothing).
                     self.waiting.enter()
-                want = min(free, self.settings.batch_size)
+                want = min(free, lane.most_per_claim)
                 with lane.claiming:  # the listener may be claiming for this lane (on_notify)
                     jobs = self._claim_or_back_off(lane, want)
                     if jobs is not None:
@@ -222,9 +222,9 @@ class Claimer:
                 held = self.ledger.held_in(lane)
                 free, idle = lane.plan[0] - held, held == 0
                 if idle and free > 0 and self.signals.may_claim():
-                    want = min(free, self.settings.batch_size)
+                    want = min(free, lane.most_per_claim)
                     jobs = self.claim(lane, want, conn)
-                    if jobs and lane.kind != ASYNC:
+                    if jobs and lane.kind == SYNC:
                         started_sync = True
                         if len(jobs) < want and lane.sizing.handlers_shorter_than(WOKEN_BY_FINISH_SECONDS):
                             # This claim left the queue empty and its jobs end within milliseconds:
@@ -270,7 +270,7 @@ class Claimer:
             self._release([job.id])  # too late to start it: back to its queue, the run not counted
             return None
         lane = self._lane_of[job.queue]
-        if lane.kind == ASYNC:
+        if lane.kind != SYNC:  # no handler thread takes it to wake the claim loop
             self._start_jobs(lane, [job])
             return None
         self.signals.wake_on_start = True

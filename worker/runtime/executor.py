@@ -4,12 +4,15 @@ hands them to the acker.
 Sync handlers run on `concurrency` handler threads that take jobs from a queue; `async def`
 handlers run on the worker's event loop (worker/runtime/async_pool.py). Both share one body:
 `_prepare` (the hooks' `before`), the handler call (`_call` or `await _call_async`), then
-`_conclude` (the hooks' `after`) or, for an exception, `_conclude_failed` (the hooks' `caught`,
+`conclude` (the hooks' `after`) or, for an exception, `conclude_failed` (the hooks' `caught`,
 then `failure_outcome`'s classification, worker/runtime/outcomes.py). The features around a run
 (tracing, timings, payload versions, cancel, error hooks) are hooks (worker/runtime/run_hooks.py):
 the executor names none of them. `finish` logs the outcome, frees the job's slot in the ledger
 (waking the claim loop when a claim is worth making) and puts the outcome to the acker
 (worker/runtime/acker.py). `execute(job)` runs one job on the calling thread; tests drive it.
+A batch handler's queue goes to its BatchRunner (worker/runtime/batch_runner.py), which calls the handler
+once for many jobs and records each job's outcome through the same `prepare_payload`, `conclude` and
+`conclude_failed`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from skiplock.core import state_changes
 from skiplock.core.error_summary import headline
@@ -31,12 +34,14 @@ from skiplock.core.status import OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.runtime.acker import Acker
 from skiplock.runtime.async_pool import AsyncHandlerLoop
+from skiplock.runtime.batch_runner import BatchRunner
 from skiplock.runtime.environment import broken_environment
-from skiplock.runtime.lanes import ASYNC, Lane
+from skiplock.runtime.lanes import ASYNC, BATCH, SYNC, Lane
 from skiplock.runtime.parts import WorkerParts
 from skiplock.runtime.run_hooks import RunHook, cancellation_is_an_outcome, overrides
 
 log = logging.getLogger("skiplock.worker")
+C = TypeVar("C", bound=JobContext)
 
 SUCCESS_LINES_PER_SECOND = 20  # per-job INFO success lines per second before they move to DEBUG
 ENVIRONMENT_EXIT_CODE = 3  # a handler found the process not set up (2 is a configuration error at start)
@@ -106,8 +111,13 @@ class Executor:
         self.async_loop: AsyncHandlerLoop | None = None
         if any(lane.kind == ASYNC for lane in self.ledger.lanes):
             self.async_loop = AsyncHandlerLoop(self.settings.async_concurrency, self.execute_async)
+        # a batch handler's queue: its jobs are gathered into calls on a thread of its own (batch_runner.py)
+        self.batch_runners = [BatchRunner(self, self.tasks[lane.queues[0]])
+                              for lane in self.ledger.lanes if lane.kind == BATCH]
+        self._batch_runner_of = {runner.task.queue: runner for runner in self.batch_runners}
         self.acker = Acker(parts, on_written=self.after_ack)
         self._success_log = SuccessLogBudget(SUCCESS_LINES_PER_SECOND)
+        self._history = self.settings.history  # read per run's JobContext: a property, computed once here
 
     # ---- handing jobs to the handlers ------------------------------------------------------
 
@@ -115,7 +125,9 @@ class Executor:
         """The handler threads of the sync lane (`concurrency` of them), and the async loop."""
         if self.async_loop is not None:
             self.async_loop.start()
-        sync_slots = self.settings.concurrency if any(lane.kind != ASYNC for lane in self.ledger.lanes) else 0
+        for runner in self.batch_runners:
+            runner.start()
+        sync_slots = self.settings.concurrency if any(lane.kind == SYNC for lane in self.ledger.lanes) else 0
         for index in range(sync_slots):
             # daemons: a handler still running a released job must not hold the process open
             thread = threading.Thread(target=self._handler_loop, name=f"skiplock-handler_{index}", daemon=True)
@@ -128,6 +140,8 @@ class Executor:
             self.jobs.put(None)
         if self.async_loop is not None:
             self.async_loop.stop()
+        for runner in self.batch_runners:
+            runner.stop()
 
     def start(self, lane: Lane, jobs: list[state_changes.ClaimedJob]) -> None:
         """Hold claimed jobs (in the ledger) and hand them to their lane's handlers."""
@@ -137,6 +151,8 @@ class Executor:
         if lane.kind == ASYNC:
             assert self.async_loop is not None
             self.async_loop.submit(jobs)  # one thread-safe hand-over per batch
+        elif lane.kind == BATCH:
+            self._batch_runner_of[lane.queues[0]].add(jobs)
         else:
             for job in jobs:
                 self.jobs.put(job)
@@ -163,9 +179,9 @@ class Executor:
             payload, context = self._prepare(job, task)
             outcome = _call(task, job, payload, context, self.settings.max_result_bytes)
         except BaseException as exc:  # KeyboardInterrupt/SystemExit from a handler are its failure
-            self._conclude_failed(job, exc, started)
+            self.conclude_failed(job, exc, started)
             return
-        self._conclude(job, outcome, started, None, context)
+        self.conclude(job, outcome, started, None, context)
 
     async def execute_async(self, job: state_changes.ClaimedJob) -> None:
         """execute for an `async def` handler, awaited on the worker's event loop thread."""
@@ -178,34 +194,38 @@ class Executor:
         except asyncio.CancelledError as exc:
             if not cancellation_is_an_outcome(job):
                 raise  # the shutdown's cancel: the job stays in flight, and is released at once
-            self._conclude_failed(job, exc, started)
+            self.conclude_failed(job, exc, started)
             return
         except BaseException as exc:
-            self._conclude_failed(job, exc, started)
+            self.conclude_failed(job, exc, started)
             return
-        self._conclude(job, outcome, started, None, context)
+        self.conclude(job, outcome, started, None, context)
 
     def _prepare(self, job: state_changes.ClaimedJob, task: Task) -> tuple[Any, JobContext | None]:
-        """The handler's payload (claimed as text, see Claimer.claim) through the hooks' `before`,
-        and its JobContext when it declares `job` (most do not: it is built only for those)."""
+        """The handler's payload through the hooks' `before`, and its JobContext when it declares `job`
+        (most do not: it is built only for those)."""
+        return self.prepare_payload(job), (self.context(job) if task.wants_job else None)
+
+    def prepare_payload(self, job: state_changes.ClaimedJob) -> Any:
+        """The job's payload (claimed as text, see Claimer.claim) through the hooks' `before`."""
         payload = json.loads(job.payload)
         for hook in self._befores:
             payload = hook.before(job, payload)
-        return payload, (self._context(job) if task.wants_job else None)
+        return payload
 
-    def _conclude_failed(self, job: state_changes.ClaimedJob, exc: BaseException, started: float) -> None:
+    def conclude_failed(self, job: state_changes.ClaimedJob, exc: BaseException, started: float) -> None:
         """The run raised: a hook may claim the exception first; else it is classified, unless it
         says the environment is broken (then the job is given back, with no outcome)."""
         for hook in self._catchers:
             outcome = hook.caught(job, exc)
             if outcome is not None:
-                self._conclude(job, outcome, started, exc)
+                self.conclude(job, outcome, started, exc)
                 return
         if self._stops_for_environment(job, exc):
             return
-        self._conclude(job, self.failure_outcome(job, exc), started, exc)
+        self.conclude(job, self.failure_outcome(job, exc), started, exc)
 
-    def _conclude(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, started: float,
+    def conclude(self, job: state_changes.ClaimedJob, outcome: state_changes.Outcome, started: float,
                   exc: BaseException | None, context: JobContext | None = None) -> None:
         """The hooks' `after` (which may replace the outcome), then log it and hand it to the acker
         (unless the handler completed the job itself with job.complete(conn) / complete_async(conn))."""
@@ -244,13 +264,14 @@ class Executor:
         return outcomes.for_exception(job, exc, backoff_base=self.settings.backoff_base,
                                       backoff_cap=self.settings.backoff_cap)
 
-    def _context(self, job: state_changes.ClaimedJob) -> JobContext:
+    def context(self, job: state_changes.ClaimedJob, kind: type[C] = JobContext) -> C:  # type: ignore[assignment]
+        """The job's JobContext (a batch's jobs get the BatchMember kind, core/batch_handlers.py)."""
         # claimed with its context columns: a handler that declares `job` makes the claim include them
         assert job.priority is not None and job.run_at is not None
         assert job.created_at is not None and job.started_at is not None
-        return JobContext(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
+        return kind(job.id, job.queue, job.attempts, job.max_attempts, job.priority, job.run_at,
                           job.created_at, job.started_at, job.unique_key, self.worker_id,
-                          self.settings.history)
+                          self._history)
 
     # ---- recording the outcome ---------------------------------------------------------------
 

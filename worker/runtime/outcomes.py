@@ -58,6 +58,7 @@ def succeeded(job: state_changes.ClaimedJob, value: Any = None,
 # The skiplock functions that call a handler: (module, function). A TypeError whose traceback ends in
 # one of them was raised by the call itself (the arguments did not bind), so the handler's body never ran.
 CALL_SITES = frozenset({("skiplock.runtime.executor", "_call"), ("skiplock.runtime.executor", "_call_async"),
+                        ("skiplock.runtime.batch_runner", "_call_batch"),
                         ("skiplock.core.typed", "run_typed"), ("skiplock.tools.testing", "_run")})
 
 

@@ -7,6 +7,8 @@ Threads, and what each one owns:
   open meanwhile. The executor classifies each run's outcome and hands it to the acker.
 - async loop (worker/runtime/async_pool.py, only when some queue has an `async def` handler): awaits
   those handlers, `async_concurrency` at once. Each kind has its own slots (worker/runtime/lanes.py).
+- batch runners (worker/runtime/batch_runner.py, one per queue whose handler takes a batch): gather
+  that queue's claimed jobs and call its handler with up to batch_size of them at once.
 - acker (worker/runtime/acker.py): gathers outcomes and writes each batch with one fenced
   statement; on a lost connection it keeps them and retries, so finished work is never forgotten.
 - heartbeat (worker/runtime/heartbeat.py): extends the leases of running and not-yet-acked jobs.

@@ -19,7 +19,7 @@ from skiplock.core import state_changes
 from skiplock.core.durable import cursors
 from skiplock.core.features import handoff, worker_rows
 from skiplock.runtime.executor import Executor, first_line
-from skiplock.runtime.lanes import ASYNC
+from skiplock.runtime.lanes import SYNC
 from skiplock.runtime.listener import Listener
 from skiplock.runtime.parts import WorkerParts
 
@@ -123,7 +123,7 @@ class Shutdown:
                 break
             if job is not None:
                 waiting.append(job)
-        sync_held = sum(self.ledger.held_in(lane) for lane in self.ledger.lanes if lane.kind != ASYNC)
+        sync_held = sum(self.ledger.held_in(lane) for lane in self.ledger.lanes if lane.kind == SYNC)
         busy = sync_held - len(waiting)  # started, or being picked up right now
         idle = max(0, self.settings.concurrency - busy)
         for job in waiting[:idle]:
@@ -133,6 +133,10 @@ class Shutdown:
         if self.executor.async_loop is not None:
             # async jobs still waiting for a slot: none of their code ran, so they go back now
             for job in self.executor.async_loop.take_waiting():
+                self.ledger.given_back(job)
+        for runner in self.executor.batch_runners:
+            # jobs gathered for a batch not started yet: none of their code ran, so they go back now
+            for job in runner.take_waiting():
                 self.ledger.given_back(job)
 
     def _drain_acks(self, timeout: float) -> None:

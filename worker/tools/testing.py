@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import os
 import uuid
@@ -43,14 +44,15 @@ from typing import Any
 import psycopg
 
 from skiplock.core import state_changes
+from skiplock.core.batch_handlers import BatchMember
 from skiplock.core.durable import service as durable_service
 from skiplock.core.durable.signals import signal
-from skiplock.core.errors import Park
+from skiplock.core.errors import BatchItemsFailed, Park
 from skiplock.core.features import hooks, versions
 from skiplock.core.job_context import JobContext
 from skiplock.core.plumbing import tracing
 from skiplock.core.plumbing.config import load_settings
-from skiplock.core.registry import REGISTRY, Registry
+from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.status import JobStatus, OutcomeStatus
 from skiplock.runtime import outcomes
 from skiplock.tools import testing_durable as durable_runs
@@ -204,10 +206,11 @@ def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker
                                  job.created_at, job.started_at, job.unique_key, worker_id)
             if durable is not None:  # steps on drain's own connection (testing_durable.py)
                 context._durable.append(durable)
-            result = task.func(payload, job=context)
+            # drain calls a batch handler with batches of one job
+            result = _batch_of_one(task, job, payload, context) if task.is_batch else task.func(payload, job=context)
         else:
             result = task.func(payload)
-        if task.is_async:
+        if task.is_async and not task.is_batch:  # _batch_of_one awaited its own
             result = _await(result)  # the worker awaits it on its own loop; here, on one of drain's
         outcomes.check_result(job, result)
         return outcomes.succeeded(job, result)  # stored with the ack, as a worker's is
@@ -219,6 +222,22 @@ def _run(registry: Registry, job: state_changes.ClaimedJob, payload: Any, worker
         outcome = outcomes.for_exception(job, exc, backoff_base=backoff_base, backoff_cap=backoff_cap)
         hooks.failed(job, exc, outcome)
         return outcome
+
+
+def _batch_of_one(task: Task, job: state_changes.ClaimedJob, payload: Any, context: JobContext) -> Any:
+    """A batch handler called with this one job (as BatchMember, core/batch_handlers.py); the exception
+    a BatchItemsFailed names for it is raised as its own. Returns the job's result, if one was returned."""
+    member = BatchMember(*(getattr(context, f.name) for f in dataclasses.fields(JobContext) if f.init))
+    try:
+        returned = task.func([payload], [member])
+        if task.is_async:
+            returned = _await(returned)
+    except BatchItemsFailed as failed:
+        if set(failed.failures) != {job.id}:
+            raise ValueError(f"BatchItemsFailed names jobs {sorted(failed.failures)}, not this batch's "
+                             f"{job.id}") from failed
+        raise failed.failures[job.id] from None
+    return returned.get(job.id) if isinstance(returned, dict) else None
 
 
 def _await(coroutine: Any) -> Any:

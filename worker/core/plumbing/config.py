@@ -31,7 +31,7 @@ class Settings:
     queues: tuple[str, ...] = ()  # SKIPLOCK_QUEUES: limit the worker to these queues
     concurrency: int = 10  # SKIPLOCK_CONCURRENCY: handler threads per worker process
     async_concurrency: int = 100  # SKIPLOCK_ASYNC_CONCURRENCY: async handlers awaited at once per worker
-    batch_size: int = 50  # SKIPLOCK_BATCH_SIZE: most jobs one claim may take
+    batch_size: int = 50  # SKIPLOCK_BATCH_SIZE: most jobs one claim may take (a batch handler's queue: its batch_size)
     prefetch: int | None = None  # SKIPLOCK_PREFETCH: claimed jobs held for a free slot (auto: sized from timings)
     poll_interval: float = 1.0  # SKIPLOCK_POLL_INTERVAL: seconds between polls when idle
     lease_seconds: float = 30.0  # SKIPLOCK_LEASE_SECONDS: default lease length
