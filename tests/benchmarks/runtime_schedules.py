@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -48,6 +49,37 @@ def start_worker(url: str) -> subprocess.Popen[bytes]:
     env = worker_env(url, lease_seconds=10, reaper_interval=1)
     return subprocess.Popen([sys.executable, "-m", "skiplock"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+
+
+def time_passes(url: str, count: int) -> dict:
+    """The scheduler's passes alone, on a clock it is given: `count` schedules every minute, all due at once.
+
+    First all of them with nothing planned (just created), then all of them one minute later (every pending
+    slot has fired). Each phase runs passes until one plans nothing; no worker runs.
+    """
+    with scratch_database(url, "skiplock_bench_pass") as db, psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT skiplock_create_schedule('s' || g, %s, jsonb_build_object('n', g), p_every => '1m') "
+                     "FROM generate_series(1, %s) g", (BENCH_QUEUE, count))
+        pool = make_pool(db, "bench-scheduler", size=1, open_wait=True)
+        service = RecurringService(pool)
+        service.sync()
+        start = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(seconds=1)
+        phases = {}
+        for phase, now in (("created", start), ("a minute later", start + timedelta(minutes=1, seconds=20))):
+            passes: list[float] = []
+            planned = 0
+            while True:
+                t0 = time.perf_counter()
+                enqueued = len(service.run_once(now))
+                passes.append(time.perf_counter() - t0)
+                planned += enqueued
+                if enqueued == 0:
+                    break
+            phases[phase] = {"passes": len(passes) - 1, "planned": planned,
+                             "total_s": round(sum(passes), 3), "max_pass_s": round(max(passes), 3)}
+        pool.close()
+        jobs = one(conn, "SELECT count(*) FROM jobs")[0]
+    return {"schedules": count, "phases": phases, "jobs": jobs, "load_average": os.getloadavg()}
 
 
 def run(url: str, count: int, minutes: int) -> dict:
@@ -106,7 +138,12 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("tests/benchmarks/results"))
+    parser.add_argument("--passes-only", action="store_true",
+                        help="time the scheduler's passes alone on a given clock (no workers; about a minute)")
     args = parser.parse_args()
+    if args.passes_only:
+        print(json.dumps(time_passes(os.environ.get("DATABASE_URL", DEFAULT_URL), args.schedules), indent=2))
+        return
     result = run(os.environ.get("DATABASE_URL", DEFAULT_URL), args.schedules, args.minutes)
     print(json.dumps(result, indent=2))
     args.out.mkdir(parents=True, exist_ok=True)
