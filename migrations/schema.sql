@@ -35,6 +35,58 @@ CREATE TYPE public.job_status AS ENUM (
 );
 
 --
+-- Name: skiplock_backfill_schedule(text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_backfill_schedule(p_name text, p_start timestamp with time zone, p_end timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_row recurring_schedules%ROWTYPE;
+    v_slots timestamptz[];
+    v_new timestamptz[];
+    v_max constant int := 10000;  -- as skiplock.schedules.MAX_BACKFILL: a wider range is more likely a typo
+    v_count int;
+BEGIN
+    IF p_start IS NULL OR p_end IS NULL OR p_end < p_start THEN
+        RAISE EXCEPTION 'backfill of %: end % is before its start %', quote_literal(p_name), p_end, p_start
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_row FROM recurring_schedules WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
+    END IF;
+    v_slots := ARRAY(SELECT skiplock_schedule_slots(v_row.kind, v_row.schedule, v_row.timezone, p_start,
+                                                    least(p_end, now()), v_max + 1));
+    IF cardinality(v_slots) > v_max THEN
+        RAISE EXCEPTION 'backfill of % covers more than % slots; give a shorter range', quote_literal(p_name),
+            v_max USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH recorded AS (
+        INSERT INTO recurring_slots (name, fire_at) SELECT p_name, f FROM unnest(v_slots) AS f
+        ON CONFLICT (name, fire_at) DO NOTHING
+        RETURNING fire_at)
+    SELECT array_agg(fire_at) INTO v_new FROM recorded;
+    IF v_new IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the slot's key as the workers write it (recurring_store.slot_key): its UTC time in ISO 8601
+    WITH enqueued AS (
+        INSERT INTO jobs (queue, payload, run_at, unique_key, tenant, max_attempts, version)
+        SELECT v_row.queue, v_row.payload, f,
+               'recurring:' || p_name || ':' || to_char(f AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') || '+00:00',
+               v_row.tenant, coalesce(d.max_attempts, 20), coalesce(d.version, 1)
+          FROM unnest(v_new) AS f
+          LEFT JOIN task_defaults d ON d.queue = v_row.queue
+        ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
+        RETURNING id, run_at)
+    UPDATE recurring_slots s SET job_id = e.id FROM enqueued e WHERE s.name = p_name AND s.fire_at = e.run_at;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+--
 -- Name: skiplock_batch_call_back(bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -120,6 +172,81 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_check_schedule(text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_check_schedule(p_name text, p_cron text, p_every text, p_timezone text, OUT kind text, OUT schedule text) RETURNS record
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_fields text[];
+    v_item text;
+    v_part text;
+    v_lo int[] := ARRAY[0, 0, 1, 1, 0];
+    v_hi int[] := ARRAY[59, 23, 31, 12, 7];
+    v_what text[] := ARRAY['minute', 'hour', 'day of month', 'month', 'day of week'];
+    v_names text[];
+    v_value int;
+    v_i int;
+BEGIN
+    IF (p_cron IS NULL) = (p_every IS NULL) THEN
+        RAISE EXCEPTION 'schedule %: give exactly one of p_cron or p_every', p_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_cron IS NOT NULL THEN
+        kind := 'cron';
+        schedule := regexp_replace(btrim(p_cron), '\s+', ' ', 'g');
+        v_fields := string_to_array(schedule, ' ');
+        IF coalesce(array_length(v_fields, 1), 0) <> 5 THEN
+            RAISE EXCEPTION 'schedule %: invalid cron schedule %: a crontab has 5 fields', p_name,
+                quote_literal(p_cron) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR v_i IN 1..5 LOOP
+            v_names := CASE v_i WHEN 4 THEN ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep',
+                                                  'oct', 'nov', 'dec']
+                                WHEN 5 THEN ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'] END;
+            FOREACH v_item IN ARRAY string_to_array(lower(v_fields[v_i]), ',') LOOP
+                IF v_item !~ '^(\*|[a-z0-9]+(-[a-z0-9]+)?)(/[0-9]+)?$' OR v_item ~ '/0+$' THEN
+                    RAISE EXCEPTION 'schedule %: invalid cron schedule %: % field % is not *, a value or a '
+                        'range, with an optional /step', p_name, quote_literal(p_cron), v_what[v_i],
+                        quote_literal(v_fields[v_i]) USING ERRCODE = 'invalid_parameter_value';
+                END IF;
+                FOREACH v_part IN ARRAY regexp_split_to_array(split_part(v_item, '/', 1), '-') LOOP
+                    CONTINUE WHEN v_part = '*';
+                    v_value := CASE WHEN v_part ~ '^[0-9]{1,4}$' THEN v_part::int
+                                    WHEN v_names IS NOT NULL THEN array_position(v_names, left(v_part, 3))
+                                                                   - CASE v_i WHEN 5 THEN 1 ELSE 0 END END;
+                    IF v_value IS NULL OR v_value NOT BETWEEN v_lo[v_i] AND v_hi[v_i] THEN
+                        RAISE EXCEPTION 'schedule %: invalid cron schedule %: % % is not within %-%', p_name,
+                            quote_literal(p_cron), v_what[v_i], quote_literal(v_part), v_lo[v_i], v_hi[v_i]
+                            USING ERRCODE = 'invalid_parameter_value';
+                    END IF;
+                END LOOP;
+            END LOOP;
+        END LOOP;
+    ELSE
+        kind := 'interval';
+        schedule := btrim(p_every);
+        IF schedule !~ '^([0-9]+ *[smhd] *)+$' OR schedule ~ '^(0+ *[smhd] *)+$' THEN
+            RAISE EXCEPTION 'schedule %: invalid interval schedule %: use like 30s, 5m, 1h30m, 1d', p_name,
+                quote_literal(p_every) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    -- An IANA name (not an offset like 'UTC+3', which PostgreSQL reads backwards), and one PostgreSQL knows:
+    -- AT TIME ZONE raises for any other. pg_timezone_names would read the whole zone database per call.
+    BEGIN
+        IF coalesce(p_timezone, '') !~ '^[A-Za-z][A-Za-z_-]*(/[A-Za-z0-9_+-]+)*$' THEN
+            RAISE invalid_parameter_value;
+        END IF;
+        PERFORM now() AT TIME ZONE p_timezone;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        RAISE EXCEPTION 'schedule %: unknown time zone % (use an IANA name like Europe/Berlin)', p_name,
+            quote_literal(p_timezone) USING ERRCODE = 'invalid_parameter_value';
+    END;
+END;
+$_$;
+
+--
 -- Name: skiplock_claimable(public.job_status, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -169,7 +296,7 @@ END $$;
 
 CREATE FUNCTION public.skiplock_create_schedule(p_name text, p_queue text, p_payload jsonb DEFAULT 'null'::jsonb, p_cron text DEFAULT NULL::text, p_every text DEFAULT NULL::text, p_timezone text DEFAULT 'UTC'::text, p_tenant text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql
-    AS $_$
+    AS $$
 DECLARE
     v_kind text;
     v_text text;
@@ -181,36 +308,7 @@ BEGIN
         RAISE EXCEPTION 'schedule %: queue must be a non-empty name of at most 128 characters', p_name
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_cron IS NULL) = (p_every IS NULL) THEN
-        RAISE EXCEPTION 'schedule %: give exactly one of p_cron or p_every', p_name
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_cron IS NOT NULL THEN
-        v_kind := 'cron';
-        v_text := regexp_replace(btrim(p_cron), '\s+', ' ', 'g');
-        IF v_text !~ '^[0-9A-Za-z*/,?-]+( [0-9A-Za-z*/,?-]+){4}$' THEN
-            RAISE EXCEPTION 'schedule %: invalid cron schedule %: a crontab has 5 fields', p_name, quote_literal(p_cron)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-    ELSE
-        v_kind := 'interval';
-        v_text := btrim(p_every);
-        IF v_text !~ '^([0-9]+ *[smhd] *)+$' OR v_text ~ '^(0+ *[smhd] *)+$' THEN
-            RAISE EXCEPTION 'schedule %: invalid interval schedule %: use like 30s, 5m, 1h30m, 1d', p_name,
-                quote_literal(p_every) USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-    END IF;
-    -- An IANA name (not an offset like 'UTC+3', which PostgreSQL reads backwards), and one PostgreSQL knows:
-    -- AT TIME ZONE raises for any other. pg_timezone_names would read the whole zone database per call.
-    BEGIN
-        IF coalesce(p_timezone, '') !~ '^[A-Za-z][A-Za-z_-]*(/[A-Za-z0-9_+-]+)*$' THEN
-            RAISE invalid_parameter_value;
-        END IF;
-        PERFORM now() AT TIME ZONE p_timezone;
-    EXCEPTION WHEN invalid_parameter_value THEN
-        RAISE EXCEPTION 'schedule %: unknown time zone % (use an IANA name like Europe/Berlin)', p_name,
-            quote_literal(p_timezone) USING ERRCODE = 'invalid_parameter_value';
-    END;
+    SELECT c.kind, c.schedule INTO v_kind, v_text FROM skiplock_check_schedule(p_name, p_cron, p_every, p_timezone) c;
     INSERT INTO recurring_schedules (name, queue, kind, schedule, timezone, payload, tenant, origin)
     VALUES (p_name, p_queue, v_kind, v_text, p_timezone, coalesce(p_payload, 'null'), p_tenant, 'runtime')
     ON CONFLICT (name) DO NOTHING;
@@ -218,6 +316,49 @@ BEGIN
         RAISE EXCEPTION 'a schedule named % already exists', quote_literal(p_name) USING ERRCODE = 'unique_violation';
     END IF;
     RETURN p_name;
+END;
+$$;
+
+--
+-- Name: skiplock_cron_values(text, integer, integer, text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_cron_values(p_field text, p_lo integer, p_hi integer, p_names text[]) RETURNS integer[]
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_item text;
+    v_range text;
+    v_step int;
+    v_first int;
+    v_last int;
+    v_values int[] := '{}';
+    v_offset int := CASE WHEN p_lo = 0 THEN 1 ELSE 0 END;  -- weekday names start at 0, month names at 1
+BEGIN
+    FOREACH v_item IN ARRAY string_to_array(lower(p_field), ',') LOOP
+        v_range := split_part(v_item, '/', 1);
+        v_step := coalesce(nullif(split_part(v_item, '/', 2), '')::int, 1);
+        IF v_range = '*' THEN
+            v_first := p_lo;
+            v_last := CASE WHEN p_hi = 7 THEN 6 ELSE p_hi END;
+        ELSE
+            v_first := CASE WHEN split_part(v_range, '-', 1) ~ '^[0-9]+$' THEN split_part(v_range, '-', 1)::int
+                            ELSE array_position(p_names, left(split_part(v_range, '-', 1), 3)) - v_offset END;
+            IF v_range LIKE '%-%' THEN
+                v_last := CASE WHEN split_part(v_range, '-', 2) ~ '^[0-9]+$' THEN split_part(v_range, '-', 2)::int
+                               ELSE array_position(p_names, left(split_part(v_range, '-', 2), 3)) - v_offset END;
+            ELSIF v_item LIKE '%/%' THEN
+                v_last := CASE WHEN p_hi = 7 THEN 6 ELSE p_hi END;
+            ELSE
+                v_last := v_first;
+            END IF;
+        END IF;
+        v_values := v_values || ARRAY(SELECT g FROM generate_series(v_first, v_last, v_step) g);
+    END LOOP;
+    IF p_hi = 7 THEN  -- day of week: 7 is Sunday
+        v_values := ARRAY(SELECT DISTINCT v % 7 FROM unnest(v_values) v);
+    END IF;
+    RETURN v_values;
 END;
 $_$;
 
@@ -496,6 +637,28 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_pause_schedule(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_pause_schedule(p_name text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM recurring_schedules WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
+    END IF;
+    UPDATE recurring_schedules SET enabled = false, next_fire_at = NULL, plan_at = NULL, updated_at = now()
+     WHERE name = p_name AND enabled;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM skiplock_withdraw_schedule_slots(p_name);
+    RETURN true;
+END;
+$$;
+
+--
 -- Name: skiplock_rearm(bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -609,6 +772,77 @@ BEGIN
     END LOOP;
     RETURN total;
 END $$;
+
+--
+-- Name: skiplock_resume_schedule(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_resume_schedule(p_name text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM recurring_schedules WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
+    END IF;
+    UPDATE recurring_schedules SET enabled = true, next_fire_at = NULL, plan_at = NULL, updated_at = now()
+     WHERE name = p_name AND NOT enabled;
+    RETURN FOUND;
+END;
+$$;
+
+--
+-- Name: skiplock_schedule_slots(text, text, text, timestamp with time zone, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_schedule_slots(p_kind text, p_schedule text, p_timezone text, p_start timestamp with time zone, p_end timestamp with time zone, p_limit integer) RETURNS SETOF timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    v_seconds bigint;
+    v_f text[];
+    v_minutes int[];
+    v_hours int[];
+    v_days int[];
+    v_months int[];
+    v_weekdays int[];
+    v_either boolean;
+BEGIN
+    IF p_kind = 'interval' THEN
+        SELECT sum(m[1]::bigint * CASE m[2] WHEN 's' THEN 1 WHEN 'm' THEN 60 WHEN 'h' THEN 3600 ELSE 86400 END)
+          INTO v_seconds FROM regexp_matches(lower(p_schedule), '([0-9]+)\s*([smhd])', 'g') AS m;
+        RETURN QUERY
+            SELECT to_timestamp(k * v_seconds)
+              FROM generate_series(ceil(extract(epoch FROM p_start) / v_seconds)::bigint,
+                                   floor(extract(epoch FROM p_end) / v_seconds)::bigint) AS k
+             LIMIT p_limit;
+        RETURN;
+    END IF;
+    v_f := string_to_array(p_schedule, ' ');
+    v_minutes := skiplock_cron_values(v_f[1], 0, 59, NULL);
+    v_hours := skiplock_cron_values(v_f[2], 0, 23, NULL);
+    v_days := skiplock_cron_values(v_f[3], 1, 31, NULL);
+    v_months := skiplock_cron_values(v_f[4], 1, 12, ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug',
+                                                         'sep', 'oct', 'nov', 'dec']);
+    v_weekdays := skiplock_cron_values(v_f[5], 0, 7, ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat']);
+    v_either := v_f[3] NOT LIKE '*%' AND v_f[5] NOT LIKE '*%';
+    RETURN QUERY
+        SELECT DISTINCT fire
+          FROM generate_series(date_trunc('day', p_start AT TIME ZONE p_timezone) - interval '1 day',
+                               p_end AT TIME ZONE p_timezone + interval '1 day', interval '1 day') AS d,
+               unnest(v_hours) AS h, unnest(v_minutes) AS mi,
+               LATERAL (SELECT d + make_interval(hours => h, mins => mi) AS wall) w,
+               LATERAL (SELECT w.wall AT TIME ZONE p_timezone AS later) l,
+               LATERAL (SELECT CASE WHEN (l.later - interval '1 hour') AT TIME ZONE p_timezone = w.wall
+                                    THEN l.later - interval '1 hour' ELSE l.later END AS fire) f
+         WHERE extract(month FROM d)::int = ANY(v_months)
+           AND CASE WHEN v_either THEN extract(day FROM d)::int = ANY(v_days) OR extract(dow FROM d)::int = ANY(v_weekdays)
+                    ELSE extract(day FROM d)::int = ANY(v_days) AND extract(dow FROM d)::int = ANY(v_weekdays) END
+           AND fire BETWEEN p_start AND p_end
+         ORDER BY fire
+         LIMIT p_limit;
+END;
+$$;
 
 --
 -- Name: skiplock_settle(bigint[], text[], bigint[], text[]); Type: FUNCTION; Schema: public; Owner: -
@@ -847,6 +1081,71 @@ BEGIN
            AND (NOT wrapped OR j.tenant <= after);
     END LOOP;
 END $$;
+
+--
+-- Name: skiplock_update_schedule(text, text, jsonb, text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_update_schedule(p_name text, p_queue text DEFAULT NULL::text, p_payload jsonb DEFAULT NULL::jsonb, p_cron text DEFAULT NULL::text, p_every text DEFAULT NULL::text, p_timezone text DEFAULT NULL::text, p_tenant text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_row recurring_schedules%ROWTYPE;
+    v_kind text;
+    v_text text;
+BEGIN
+    SELECT * INTO v_row FROM recurring_schedules WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_row.origin <> 'runtime' THEN
+        RAISE EXCEPTION 'schedule % is defined in code: change it there', quote_literal(p_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_queue IS NOT NULL AND (btrim(p_queue) = '' OR length(p_queue) > 128) THEN
+        RAISE EXCEPTION 'schedule %: queue must be a non-empty name of at most 128 characters', p_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_cron IS NULL AND p_every IS NULL THEN
+        SELECT c.kind, c.schedule INTO v_kind, v_text FROM skiplock_check_schedule(p_name,
+            CASE WHEN v_row.kind = 'cron' THEN v_row.schedule END,
+            CASE WHEN v_row.kind = 'interval' THEN v_row.schedule END,
+            coalesce(p_timezone, v_row.timezone)) c;
+    ELSE
+        SELECT c.kind, c.schedule INTO v_kind, v_text
+          FROM skiplock_check_schedule(p_name, p_cron, p_every, coalesce(p_timezone, v_row.timezone)) c;
+    END IF;
+    UPDATE recurring_schedules
+       SET queue = coalesce(p_queue, queue), payload = coalesce(p_payload, payload), kind = v_kind,
+           schedule = v_text, timezone = coalesce(p_timezone, timezone),
+           tenant = CASE WHEN p_tenant IS NULL THEN tenant ELSE nullif(p_tenant, '') END,
+           next_fire_at = NULL, plan_at = NULL, updated_at = now()
+     WHERE name = p_name;
+    PERFORM skiplock_withdraw_schedule_slots(p_name);
+    RETURN p_name;
+END;
+$$;
+
+--
+-- Name: skiplock_withdraw_schedule_slots(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_withdraw_schedule_slots(p_name text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM jobs
+         WHERE id IN (SELECT job_id FROM recurring_slots WHERE name = p_name AND NOT manual AND job_id IS NOT NULL)
+           AND status = 'queued'
+        RETURNING id)
+    SELECT array_agg(id) INTO v_ids FROM gone;
+    DELETE FROM recurring_slots WHERE name = p_name AND job_id = ANY(v_ids);
+    RETURN coalesce(cardinality(v_ids), 0);
+END;
+$$;
 
 --
 -- Name: alert_conditions; Type: TABLE; Schema: public; Owner: -

@@ -69,3 +69,17 @@ def test_a_read_only_login_cannot_create(viewer, conn):
     response = viewer.post("/recurring/new", {"name": "x", "queue": "t1", "kind": "interval", "when": "5m"})
     assert response.status_code in (302, 303, 403)
     assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 0
+
+
+def test_the_timeline_names_the_busiest_minutes_of_the_next_24_hours(admin, conn):
+    # three daily reports at 07:00 and a half-hourly sync: 07:00 is the overloaded minute
+    for n in range(3):
+        schedules.create(f"report:{n}", "t1", {}, cron="0 7 * * *")
+    schedules.create("sync", "t1", {}, every="30m")
+    schedules.create("evening", "t1", {}, cron="15 19 * * *")
+    html = admin.get("/recurring/").get_data(as_text=True)
+    busiest = html.split("data-busiest-minutes", 1)[1].split("</p>", 1)[0]
+    first = busiest.split("data-busy-minute=", 1)[1]
+    assert first.startswith('"07:00"') and "4 fires of 4 schedules" in first.split("</span>", 1)[0]
+    assert all(f"report:{n}" in first.split("</span>", 1)[0] for n in range(3))
+    assert 'data-busy-minute="19:15"' not in busiest  # one fire: not among the three busiest

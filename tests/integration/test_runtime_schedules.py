@@ -238,3 +238,42 @@ def test_a_pass_reads_only_the_due_schedules_through_the_index(conn, pool):
     while (planned := len(service.run_once())) > 0:
         total += planned
     assert total == due and scalar(conn, "SELECT count(*) FROM jobs") == due
+
+
+def test_a_pass_writes_a_batch_of_due_schedules_with_a_few_statements_not_a_few_per_schedule(conn, pool,
+                                                                                               monkeypatch):
+    # 1,000 schedules due together: the pass's statements do not grow with the number it plans
+    conn.execute("SELECT skiplock_create_schedule('s' || g, 'rq', jsonb_build_object('n', g), p_every => '1m', "
+                 "p_tenant => 'tenant-' || (g % 7)) FROM generate_series(1, 1000) g")
+    service = RecurringService(pool)
+    service.sync()
+    sent: list[str] = []
+    real_execute = psycopg.Cursor.execute
+
+    def counting_execute(self, query, params=None, **kwargs):  # a spy: the real statement runs
+        sent.append(str(query))
+        return real_execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting_execute)
+    now = datetime.now(UTC)
+    assert len(service.run_once(now)) == PASS_LIMIT
+    monkeypatch.undo()
+    # a read of the due names, then about five statements and a commit per batch (not four per schedule)
+    assert len(sent) <= 12, len(sent)
+    while service.run_once(now):
+        pass
+    # and each schedule got exactly its next slot, with its own job carrying its payload and tenant
+    assert scalar(conn, "SELECT count(*) FROM recurring_slots s JOIN jobs j ON j.id = s.job_id "
+                        "JOIN recurring_schedules r ON r.name = s.name "
+                        "WHERE j.payload = r.payload AND j.tenant = r.tenant AND j.run_at = s.fire_at "
+                        "AND r.next_fire_at = s.fire_at AND r.plan_at > s.fire_at") == 1000
+    assert scalar(conn, "SELECT count(DISTINCT job_id) FROM recurring_slots") == 1000
+    # a second pass at the same moment plans nothing; one a minute later plans each next slot once
+    assert service.run_once(now) == []
+    later = now + timedelta(minutes=1, seconds=20)
+    planned = 0
+    while (batch := len(service.run_once(later))) > 0:
+        planned += batch
+    assert planned == 1000
+    assert scalar(conn, "SELECT count(*) FROM recurring_slots") == 2000
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 2000

@@ -20,6 +20,10 @@ FUNCTIONS_THAT_WRITE_JOBS = {
     "skiplock_batch_call_back", "skiplock_check_edge", "skiplock_count_batch_members", "skiplock_enqueue_after",
     "skiplock_delete_schedule", "skiplock_notify_jobs", "skiplock_park", "skiplock_rearm", "skiplock_reopen",
     "skiplock_settle", "skiplock_signal",
+    # schedules changed from SQL: a backfill enqueues its slots' jobs; a change or a pause withdraws the
+    # pending job (skiplock_withdraw_schedule_slots), like the delete
+    "skiplock_backfill_schedule", "skiplock_withdraw_schedule_slots", "skiplock_update_schedule",
+    "skiplock_pause_schedule",
 }
 
 # The Python modules that execute a statement that writes jobs. state_changes: every transition of a job

@@ -47,3 +47,19 @@ def test_fires_per_hour_counts_each_hour_of_the_next_day():
 def test_busiest_hours_sum_the_schedules():
     lines = [fires_per_hour("cron", "0 7 * * *", "UTC", START), fires_per_hour("cron", "*/30 7,8 * * *", "UTC", START)]
     assert busiest_hours(lines) == [(7, 3), (8, 2)]
+
+
+def test_fires_per_minute_counts_crons_and_intervals_and_busiest_minutes_adds_them_up():
+    from datetime import UTC, datetime
+
+    from skiplock.services.schedule_words import busiest_minutes, fires_per_minute
+
+    start = datetime(2026, 3, 1, 6, tzinfo=UTC)
+    daily = fires_per_minute("cron", "0 7 * * *", "UTC", start)
+    assert daily == ((60, 1),)
+    half_hourly = fires_per_minute("interval", "30m", "UTC", start)
+    assert len(half_hourly) == 48 and half_hourly[:3] == ((0, 1), (30, 1), (60, 1))
+    twenty_seconds = fires_per_minute("interval", "20s", "UTC", start)
+    assert len(twenty_seconds) == 1440 and {n for _, n in twenty_seconds} == {3}
+    assert busiest_minutes([("a", daily), ("b", half_hourly), ("c", daily)]) == [
+        (60, 3, ["a", "b", "c"]), (0, 1, ["b"]), (30, 1, ["b"])]

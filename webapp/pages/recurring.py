@@ -30,9 +30,10 @@ def _view(s: schedules.Schedule, now: datetime, hour: datetime) -> dict[str, Any
     try:
         return {"words": schedule_words.describe(s.kind, s.schedule, s.timezone),
                 "next": schedule_words.next_fires(s.kind, s.schedule, s.timezone, now),
-                "timeline": schedule_words.fires_per_hour(s.kind, s.schedule, s.timezone, hour)}
+                "timeline": schedule_words.fires_per_hour(s.kind, s.schedule, s.timezone, hour),
+                "minutes": schedule_words.fires_per_minute(s.kind, s.schedule, s.timezone, hour)}
     except ValueError as exc:  # a row edited by hand into something invalid: say so, show the rest
-        return {"words": f"invalid: {exc}", "next": [], "timeline": (0,) * 24}
+        return {"words": f"invalid: {exc}", "next": [], "timeline": (0,) * 24, "minutes": ()}
 
 
 @bp.route("/")
@@ -52,9 +53,12 @@ def index() -> ResponseReturnValue:
     hour = now.replace(minute=0, second=0, microsecond=0)
     views = {s.name: _view(s, now, hour) for s in shown}
     live = [views[s.name]["timeline"] for s in shown if s.enabled and s.active]
+    minutes = schedule_words.busiest_minutes(
+        (s.name, views[s.name]["minutes"]) for s in shown if s.enabled and s.active)
     return page("recurring/recurring.html", "recurring/_recurring.html", schedules=shown, runs=runs, views=views,
                 hours=[hour + timedelta(hours=h) for h in range(24)],
                 busiest=[(hour + timedelta(hours=h), n) for h, n in schedule_words.busiest_hours(live)],
+                busiest_minutes=[(hour + timedelta(minutes=m), n, names) for m, n, names in minutes],
                 next_after=shown[-1].name if more else None,
                 last_died={name: last_outcome(r) == "dead" for name, r in runs.items()})
 

@@ -38,11 +38,12 @@ SLOT_RETENTION = timedelta(days=2)
 # Wake a little after the fire time: the claim compares run_at with the database's clock.
 WAKE_DELAY = timedelta(milliseconds=20)
 # Definitions planned per pass at most: a pass stays short (its connection and the scheduler thread are
-# free again soon) when thousands fall due together; the rest are planned by the next pass.
+# free again soon) when thousands fall due together; the rest are planned by the next pass, in time, as each
+# pending slot is already enqueued and the one after it is due a whole period later.
 PASS_LIMIT = 500
-# Definitions planned per transaction: one commit for the lot (a commit costs more than a definition's
-# statements), small enough that a batch holds its row locks only briefly.
-BATCH = 50
+# Definitions planned per transaction: each write of a batch is one set-based statement, so a batch costs
+# about what its round trips cost whatever its size; small enough that it holds its row locks only briefly.
+BATCH = 500
 
 
 def utcnow() -> datetime:

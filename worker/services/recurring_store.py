@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from skiplock.core import state_changes
-from skiplock.core.producer import enqueue
+from skiplock.core.producer import enqueue, enqueue_many
 from skiplock.core.sql import queries
 from skiplock.services.schedule import LATE_GRACE, build_schedule, plan_slots, plan_time
 
@@ -173,37 +173,79 @@ def advance_many(conn: psycopg.Connection, names: list[str], now: datetime,
                  grace: timedelta = LATE_GRACE) -> dict[str, Advanced]:
     """`advance` for several definitions in one transaction: what the scheduler's pass does, a batch at a time.
 
-    One commit for the batch instead of one per definition (the commit's flush is most of a definition's
-    cost). Definitions another worker holds, or that are paused or gone, are left out of the result.
+    Set-based: the slot times are computed here, then each write is one statement for the whole batch (the
+    slots ON CONFLICT DO NOTHING, their jobs, the slots' job ids, the definitions' fire times), so a batch
+    costs a handful of round trips and one commit however many definitions it holds. Definitions another
+    worker holds, or that are paused or gone, are left out of the result.
     """
     with conn.transaction():
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(Q.lock_due_many, {"names": names}).fetchall()
-        # pipeline mode: the statements whose results are not read (a slot's job id, the fire times) go out
-        # with the next one that is, instead of each waiting for its own round trip
-        with conn.pipeline():
-            planned = {row["name"]: _plan_locked(conn, row, now, grace) for row in rows}
-    for name, advanced in planned.items():
-        _log_enqueued(name, advanced)
-    return planned
+        plans = {row["name"]: plan_row(row, now, grace) for row in rows}
+        wanted = [(name, fire_at) for name, plan in plans.items() for fire_at in plan.slots]
+        new = _insert_slots(conn, wanted) if wanted else []
+        if new:
+            by_name = {row["name"]: row for row in rows}
+            _enqueue_slot_jobs(conn, [(by_name[name], fire_at) for name, fire_at in new])
+        conn.execute(Q.set_fire_times_many, {
+            "names": list(plans), "lasts": [p.last for p in plans.values()],
+            "nexts": [p.next_fire_at for p in plans.values()], "plan_ats": [p.plan_at for p in plans.values()]})
+    enqueued: dict[str, list[datetime]] = {name: [] for name in plans}
+    for name, fire_at in new:
+        enqueued[name].append(fire_at)
+    if new:
+        log.info("recurring: enqueued %d slot(s) of %d schedule(s)", len(new), len(plans))
+    return {name: Advanced(sorted(enqueued[name]), plan.next_fire_at) for name, plan in plans.items()}
 
 
-def _plan_locked(conn: psycopg.Connection, row: dict[str, Any], now: datetime, grace: timedelta) -> Advanced:
-    """Enqueue the due slots of the definition in `row` (locked by the caller's transaction) and store its head."""
-    name = row["name"]
+@dataclass(frozen=True)
+class Plan:
+    """What planning a definition at `now` writes: the slots to enqueue, and its fire times after."""
+
+    slots: list[datetime]
+    next_fire_at: datetime | None
+    last: datetime | None
+    plan_at: datetime | None
+
+
+def plan_row(row: dict[str, Any], now: datetime, grace: timedelta = LATE_GRACE) -> Plan:
+    """The plan of the definition in `row` at `now` (pure: reads the row, writes nothing)."""
     head: datetime | None = row["next_fire_at"]
     schedule = build_schedule(row["kind"], row["schedule"], row["timezone"])
     slots = plan_slots(schedule, head, now, row["catch_up"], grace)
     if not slots:
         # not due yet (a definition migrated before plan_at, or a pass that raced another worker's)
-        conn.execute(SET_FIRE_TIMES, {"name": name, "next": head, "last": row["last_fire_at"],
-                                      "plan_at": _plan_at(row, head)})
-        return Advanced([], head)
-    enqueued = [fire_at for fire_at in slots if _enqueue_slot(conn, row, fire_at, manual=False)[0]]
+        return Plan([], head, row["last_fire_at"], _plan_at(row, head))
     due = [t for t in (head, *slots) if t is not None and t <= now]
-    conn.execute(SET_FIRE_TIMES, {"name": name, "next": slots[-1], "plan_at": _plan_at(row, slots[-1]),
-                                  "last": max(due) if due else row["last_fire_at"]})
-    return Advanced(enqueued, slots[-1])
+    return Plan(slots, slots[-1], max(due) if due else row["last_fire_at"], _plan_at(row, slots[-1]))
+
+
+def _insert_slots(conn: psycopg.Connection, slots: list[tuple[str, datetime]]) -> list[tuple[str, datetime]]:
+    """Record `slots` (name, fire_at) in one statement; those that were new (the others were enqueued before)."""
+    rows = conn.execute(Q.insert_slots, {"names": [n for n, _ in slots], "fire_ats": [t for _, t in slots]})
+    return [(name, fire_at) for name, fire_at in rows.fetchall()]
+
+
+def _enqueue_slot_jobs(conn: psycopg.Connection, slots: list[tuple[dict[str, Any], datetime]]) -> None:
+    """Enqueue the jobs of new slots (one INSERT) and write each slot's job id (one UPDATE)."""
+    keys = [slot_key(row["name"], fire_at) for row, fire_at in slots]
+    enqueue_many([{"queue": row["queue"], "payload": row["payload"], "run_at": fire_at, "unique_key": key,
+                   "tenant": row["tenant"]} for (row, fire_at), key in zip(slots, keys, strict=True)], conn=conn)
+    # the ids by key, not by position: a slot whose key collapsed onto an in-flight job has none of its own
+    linked = conn.execute(Q.link_slot_jobs, {"names": [row["name"] for row, _ in slots],
+                                             "fire_ats": [t for _, t in slots], "keys": keys}).rowcount
+    if linked < len(slots):
+        log.warning("recurring: %d new slot(s) collapsed onto in-flight jobs with the same key",
+                    len(slots) - linked)
+
+
+def _plan_locked(conn: psycopg.Connection, row: dict[str, Any], now: datetime, grace: timedelta) -> Advanced:
+    """Enqueue the due slots of the definition in `row` (locked by the caller's transaction) and store its head."""
+    plan = plan_row(row, now, grace)
+    enqueued = [fire_at for fire_at in plan.slots if _enqueue_slot(conn, row, fire_at, manual=False)[0]]
+    conn.execute(SET_FIRE_TIMES, {"name": row["name"], "next": plan.next_fire_at, "last": plan.last,
+                                  "plan_at": plan.plan_at})
+    return Advanced(enqueued, plan.next_fire_at)
 
 
 def _log_enqueued(name: str, advanced: Advanced) -> None:

@@ -248,11 +248,11 @@ def spread_offset(name: str, period: timedelta) -> timedelta:
     return min(SPREAD_MAX, period / 4) * fraction
 
 
-@lru_cache(maxsize=8192)
 def plan_time(name: str, kind: str, schedule: str, timezone: str, head: datetime) -> datetime:
     """When the slot after `head` should be enqueued: head + the definition's spread offset.
 
-    Cached: every pass asks this for every definition, and a cron step is not cheap.
+    Not cached: it is asked once per planned slot, and a cache keyed by name would grow with the number of
+    schedules (the compiled schedule it needs is cached by build_schedule, per distinct schedule).
     """
     compiled = build_schedule(kind, schedule, timezone)
     return head + spread_offset(name, compiled.next_after(head) - head)

@@ -21,6 +21,30 @@ SELECT name, queue, kind, schedule, timezone, payload, catch_up, tenant, last_fi
  ORDER BY name
    FOR UPDATE SKIP LOCKED
 
+-- name: insert_slots
+-- A batch's slots, the durable "this slot was enqueued" records, in one statement; the primary key (name,
+-- fire_at) makes a slot another worker or an earlier pass recorded a no-op. The rows back are the new slots.
+INSERT INTO recurring_slots (name, fire_at)
+SELECT name, fire_at FROM unnest(%(names)s::text[], %(fire_ats)s::timestamptz[]) AS v(name, fire_at)
+ON CONFLICT (name, fire_at) DO NOTHING
+RETURNING name, fire_at
+
+-- name: link_slot_jobs
+-- Each new slot's job id, found by the slot's unique key among the in-flight jobs (jobs_unique_inflight).
+UPDATE recurring_slots s
+   SET job_id = j.id
+  FROM unnest(%(names)s::text[], %(fire_ats)s::timestamptz[], %(keys)s::text[]) AS v(name, fire_at, key)
+  JOIN jobs j ON j.unique_key = v.key AND j.status IN ('queued', 'running', 'parked')
+ WHERE s.name = v.name AND s.fire_at = v.fire_at
+
+-- name: set_fire_times_many
+-- After planning a batch: each definition's newest slot that came due, its pending one, and when to plan next.
+UPDATE recurring_schedules r
+   SET last_fire_at = v.last, next_fire_at = v.next, plan_at = v.plan_at, updated_at = now()
+  FROM unnest(%(names)s::text[], %(lasts)s::timestamptz[], %(nexts)s::timestamptz[], %(plan_ats)s::timestamptz[])
+       AS v(name, last, next, plan_at)
+ WHERE r.name = v.name
+
 -- name: soonest_fire
 -- The soonest pending slot after %(now)s on the given queues: when to wake this worker's claim loop.
 SELECT next_fire_at
