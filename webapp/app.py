@@ -21,6 +21,7 @@ from skiplock.webapp.pages import (
     batches,
     changed,
     dead,
+    health_alerts,
     healthz,
     ops,
     overview,
@@ -47,7 +48,7 @@ log = logging.getLogger("skiplock.console")
 # mount(databases=...)).
 PAGES = (overview.bp, queues.bp, running.bp, dead.bp, detail.bp, workers.bp, recurring.bp, ops.bp,
          cancel.bp, audit.bp, workflows.bp, batches.bp, runtimes.bp, changed.bp, search.bp, edit_retry.bp,
-         parked.bp, parked_actions.bp, stack.bp)
+         parked.bp, parked_actions.bp, stack.bp, health_alerts.bp)
 # Their names, the public list of the console's areas.
 BLUEPRINTS = tuple(page.name for page in PAGES)
 
