@@ -115,6 +115,8 @@ def test_bad_requests_and_a_read_only_login_change_nothing(admin: Any, viewer: A
     assert admin.post("/search/bulk", data={"action": "cancel"}).status_code == 400  # no filter: not "everything"
     assert admin.post("/search/bulk", data={"queue": "t9", "action": "explode"}).status_code == 400
     assert admin.post("/search/bulk", data={"queue": "t9", "action": "cancel", "confirm": "yes"}).status_code == 400
+    assert admin.post("/search/bulk", data={"queue": "t9", "action": "cancel", "confirm": "yes", "upto": "9",
+                                            "counted": "many"}).status_code == 400
     assert viewer.post("/search/bulk", data={"queue": "t9", "action": "cancel", "confirm": "yes",
                                              "upto": "1", "counted": "1"}).status_code == 403
     assert 'value="cancel" class="danger" disabled' in viewer.get("/search/?queue=t9").get_data(as_text=True)

@@ -111,7 +111,7 @@ def bulk() -> ResponseReturnValue:
                                    matched=len(rows), applies=len(applies), over=len(rows) > BULK_CAP, cap=BULK_CAP,
                                    upto=max(applies, default=0), database=database_name(conn), back=back)
         upto = filters.job_id(request.form.get("upto"), "upto") or abort(400, "upto is required to confirm")
-        counted = int(request.form.get("counted") or 0)
+        counted = filters.job_id(request.form.get("counted"), "counted") or 0  # a count: a whole number, like an id
         # the search's own keyset cursor pins the set: no job newer than the newest one counted
         rows = find(conn, replace(flt, after=upto + 1), BULK_CAP + 1)
         if len(rows) > BULK_CAP:
