@@ -21,6 +21,7 @@ from skiplock.webapp.pages import (
     batches,
     changed,
     dead,
+    health_alerts,
     healthz,
     ops,
     overview,
@@ -33,7 +34,7 @@ from skiplock.webapp.pages import (
     workers,
     workflows,
 )
-from skiplock.webapp.pages.jobs import cancel, detail, edit_retry, parked_actions, stack
+from skiplock.webapp.pages.jobs import cancel, create_edit, detail, edit_retry, parked_actions, stack
 from skiplock.webapp.settings import check_config, session_key, web_config
 
 __all__ = ["BLUEPRINTS", "create_app"]
@@ -47,7 +48,8 @@ log = logging.getLogger("skiplock.console")
 # mount(databases=...)).
 PAGES = (overview.bp, queues.bp, running.bp, dead.bp, detail.bp, workers.bp, recurring.bp, ops.bp,
          cancel.bp, audit.bp, workflows.bp, batches.bp, runtimes.bp, changed.bp, search.bp, edit_retry.bp,
-         parked.bp, parked_actions.bp, stack.bp)
+         parked.bp, parked_actions.bp, stack.bp, health_alerts.bp,
+         create_edit.bp)
 # Their names, the public list of the console's areas.
 BLUEPRINTS = tuple(page.name for page in PAGES)
 

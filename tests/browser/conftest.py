@@ -87,11 +87,18 @@ def _healthy(url: str) -> bool:
 
 
 @pytest.fixture
-def console(db_url: str, tmp_path: Path) -> Iterator[Console]:
+def console_settings() -> dict[str, str]:
+    """SKIPLOCK_* settings for the console under test: none; a test module overrides this fixture to give some."""
+    return {}
+
+
+@pytest.fixture
+def console(db_url: str, tmp_path: Path, console_settings: dict[str, str]) -> Iterator[Console]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
     env.update({"DATABASE_URL": db_url, "SKIPLOCK_WEB_USER": USER, "SKIPLOCK_WEB_PASSWORD": PASSWORD,
-                "SKIPLOCK_SECRET_KEY": "browser-test-secret", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+                "SKIPLOCK_SECRET_KEY": "browser-test-secret", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
+                **console_settings})
     log_path = tmp_path / "gunicorn.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "skiplock.webapp:create_app()", "--worker-class",

@@ -2,7 +2,8 @@
 
 /metrics is public by the console's allowlist (optionally behind SKIPLOCK_METRICS_TOKEN); the
 numbers come from SQL run at scrape time through the console's pool (worker/monitor/metrics.py).
-/health shows the same checks as `skiplock doctor`, each with its verdict and what to do.
+/health shows the same checks as `skiplock doctor`, each with its verdict and what to do, and below them
+the pushed alerts' rules, last messages and test button (webapp/shared/alerts_panel.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from skiplock.core.plumbing.config import load_settings
 from skiplock.monitor.doctor import FAIL, WARN, Check, run_checks
 from skiplock.monitor.metrics import SkiplockCollector, render
 from skiplock.webapp import db
-from skiplock.webapp.web import page
+from skiplock.webapp.shared import alerts_panel
+from skiplock.webapp.web import is_htmx, page
 
 bp = Blueprint("ops", __name__)
 
@@ -38,7 +40,10 @@ def health() -> ResponseReturnValue:
     """The doctor's checks as a page (or its self-refreshing fragment), the verdict first."""
     checks = _run_and_remember()
     worst = _worst(checks)
+    # the alerts panel is on the page only: the self-refreshing fragment is the checks
+    alerts = None if is_htmx() else alerts_panel.panel()
     return page("ops/health.html", "ops/_health.html", checks=checks, tables=[_tables(c) for c in checks], worst=worst,
+                alerts=alerts,
                 failing=[c.name for c in checks if c.status == FAIL],
                 warning=[c.name for c in checks if c.status == WARN])
 

@@ -25,6 +25,7 @@ from skiplock.core.status import HistoryMode, JobStatus, OutcomeStatus
 
 JOBS_ACK_SQL = queries("jobs_ack")
 JOBS_CLAIM_SQL = queries("jobs_claim")
+JOBS_EDIT_SQL = queries("jobs_edit")
 JOBS_MATCHING_SQL = queries("jobs_matching")
 JOBS_OPERATOR_SQL = queries("jobs_operator")
 JOBS_PRUNE_SQL = queries("jobs_prune")
@@ -394,6 +395,17 @@ def run_now(conn: psycopg.Connection, ids: Sequence[int]) -> list[int]:
 def request_cancel(conn: psycopg.Connection, ids: Sequence[int], actor: str) -> list[int]:
     """Operator: ask running jobs' handlers to stop (features/cancel.py); the ids that were running."""
     return [r[0] for r in conn.execute(JOBS_OPERATOR_SQL.request_cancel, {"ids": list(ids), "actor": actor})]
+
+
+def edit_queued(conn: psycopg.Connection, job_id: int, queue: str, payload_json: str, priority: int,
+                run_at: datetime | None) -> bool:
+    """Operator: a queued job's new queue, payload (JSON text), priority and run_at (None: now), as
+    features/job_edit.py checked them; False if it is no longer queued."""
+    row = conn.execute(JOBS_EDIT_SQL.edit_queued, {"id": job_id, "queue": queue, "payload": payload_json,
+                                                   "priority": priority, "run_at": run_at}).fetchone()
+    if row is not None:
+        _notify(conn, [row[1]])  # a job made ready now wakes an idle worker of its (new) queue
+    return row is not None
 
 
 def write_dead_payload(conn: psycopg.Connection, job_id: int, payload: Any) -> bool:
