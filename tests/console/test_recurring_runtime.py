@@ -28,11 +28,11 @@ def test_create_edit_backfill_pause_and_delete_from_the_page(admin, conn):
     changed = schedules.get("report:acme")
     assert changed is not None and (changed.kind, changed.schedule, changed.payload) == ("interval", "30m", {"c": 2})
     assert "every 30 minutes" in admin.get("/recurring/").get_data(as_text=True)
-    assert admin.post("/recurring/report:acme/backfill", {"hours": "2"}).status_code == 303
+    assert admin.post("/recurring/report:acme/backfill", {"hours": "2", "confirm": "yes"}).status_code == 303
     backfilled = conn.execute("SELECT count(*) FROM jobs WHERE queue = 't1' AND run_at <= now()").fetchone()[0]
     assert backfilled in (4, 5)  # the half hours of the last two hours
-    assert admin.post("/recurring/report:acme/pause").status_code == 303
-    assert admin.post("/recurring/report:acme/delete").status_code == 303
+    assert admin.post("/recurring/report:acme/pause", {"confirm": "yes"}).status_code == 303
+    assert admin.post("/recurring/report:acme/delete", {"confirm": "yes"}).status_code == 303
     assert schedules.get("report:acme") is None
     assert actions(conn) == ["create schedule", "edit schedule", "backfill schedule", "pause schedule",
                              "delete schedule"]
@@ -60,7 +60,7 @@ def test_code_defined_schedules_are_marked_and_not_editable(admin, conn):
     html = admin.get("/recurring/").get_data(as_text=True)
     assert 'data-origin="code"' in html and "/recurring/nightly/edit" not in html
     assert admin.get("/recurring/nightly/edit").status_code == 404
-    page = admin.post("/recurring/nightly/delete", follow_redirects=True).get_data(as_text=True)
+    page = admin.post("/recurring/nightly/delete", {"confirm": "yes"}, follow_redirects=True).get_data(as_text=True)
     assert "defined in code" in page
     assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 1
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import psycopg
-from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
+from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
@@ -20,7 +20,7 @@ from skiplock.core.durable import service
 from skiplock.core.durable.signals import signal
 from skiplock.webapp import db, filters
 from skiplock.webapp.queries import parked_queries
-from skiplock.webapp.web import audit, confirm_page, confirmed
+from skiplock.webapp.web import audit, confirm_page, confirmed, database_label
 
 bp = Blueprint("parked_actions", __name__, url_prefix="/jobs")
 
@@ -32,15 +32,6 @@ def _job(job_id: str) -> int:
     if jid is None:
         abort(400, "job id is required")
     return jid
-
-
-def _database(conn: psycopg.Connection) -> str:
-    """The database's name as the operator knows it: the console's name for it, else PostgreSQL's."""
-    name = current_app.config.get("DATABASE_NAME")
-    if name:
-        return str(name)
-    row = conn.execute(parked_queries.DATABASE).fetchone()
-    return str(row[0]) if row else "?"
 
 
 # Static last segments: Werkzeug prefers these rules over the jobs blueprint's /<job_id>/<action>.
@@ -64,7 +55,7 @@ def wake_now(job_id: str) -> ResponseReturnValue:
 def _confirm_wake(conn: psycopg.Connection, jid: int, back: str) -> ResponseReturnValue:
     on = service.parked_on(conn, jid)
     action = url_for("parked_actions.wake_now", job_id=jid)
-    database = _database(conn)
+    database = database_label(conn)
     if on is None:
         return confirm_page("wake", f"Job {jid} is not parked", [
             "It woke, finished or was cancelled meanwhile: there is nothing to wake. Its page shows where it is now."],
@@ -123,7 +114,7 @@ def _confirm_signal(conn: psycopg.Connection, jid: int, key: str, text: str, bac
         state: Any = cur.execute(parked_queries.KEY_STATE, {"key": key}).fetchone()
     action = url_for("parked_actions.send_signal", job_id=jid)
     fields = [("key", key), ("payload", text)]
-    database = _database(conn)
+    database = database_label(conn)
     if state["sent_at"] is not None:
         return confirm_page("signal", f"Signal {key!r} was already sent", [
             f"On database {database}, the signal {key!r} was sent at {state['sent_at']:%Y-%m-%d %H:%M:%S %Z} with "
