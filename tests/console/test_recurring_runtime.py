@@ -39,7 +39,8 @@ def test_create_edit_backfill_pause_and_delete_from_the_page(admin, conn):
     # pause and delete ask first too, and change nothing until confirmed
     assert "Pause schedule report:acme?" in admin.post("/recurring/report:acme/pause").get_data(as_text=True)
     assert "Delete schedule report:acme?" in admin.post("/recurring/report:acme/delete").get_data(as_text=True)
-    assert schedules.get("report:acme") is not None and schedules.get("report:acme").enabled
+    still = schedules.get("report:acme")
+    assert still is not None and still.enabled
     assert admin.post("/recurring/report:acme/pause", {"confirm": "yes"}).status_code == 303
     assert admin.post("/recurring/report:acme/delete", {"confirm": "yes"}).status_code == 303
     assert schedules.get("report:acme") is None
