@@ -187,4 +187,18 @@
       target.form.querySelectorAll("input[name=ids]").forEach(function (box) { box.checked = target.checked; });
     }
   });
+  // The nav menu (templates/layout.html) is open in the HTML, so that it works without scripts; on a phone
+  // it starts closed (its summary keeps the current area and the Health badge in sight) and opens on a tap.
+  // The width is the stylesheet's phone breakpoint; a wide screen always shows it open.
+  var phone = window.matchMedia("(max-width: 600px)");
+  function fitMenu() {
+    document.querySelectorAll("details[data-nav-menu]").forEach(function (menu) { menu.open = !phone.matches; });
+  }
+  fitMenu();
+  if (phone.addEventListener) { phone.addEventListener("change", fitMenu); }
+  // Escape closes an open phone menu.
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape" || !phone.matches) { return; }
+    document.querySelectorAll("details[data-nav-menu][open]").forEach(function (menu) { menu.open = false; });
+  });
 })();

@@ -73,11 +73,11 @@ def _identify() -> Account | Response | None:
 
 
 def _basic(accounts: list[Account], user: str, password: str) -> Account | Response | None:
-    """HTTP Basic, throttled like the login form: the same counters per user name and per client address,
-    429 with Retry-After while locked (even with the right password), a lockout in the audit trail."""
+    """HTTP Basic, throttled like the login form: the same counter per user name and client address,
+    429 with Retry-After during the pair's delay (even with the right password), each delay audited."""
     wait, counted = login_limit.standing(user)
     if wait:
-        log.warning("refused basic auth for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
+        log.warning("refused basic auth for user %r from %s: throttled for %ds", user, request.remote_addr, wait)
         return Response(f"Too many failed logins. Try again in {wait} seconds.\n", 429,
                         {"Retry-After": str(wait)}, mimetype="text/plain")
     account = check_credentials(accounts, user, password)
@@ -128,7 +128,7 @@ def guard() -> Response | None:
     else:
         account = _identify()
         if isinstance(account, Response):
-            return account  # locked out
+            return account  # throttled: 429 with Retry-After
         g.user, g.role = (account.user, account.role) if account else (None, None)
     if endpoint in PUBLIC_ENDPOINTS:
         if endpoint == "ops.metrics":
@@ -204,15 +204,18 @@ def login() -> ResponseReturnValue:
     user = request.form.get("user", "")
     wait = login_limit.locked_for(user)
     if wait:
-        log.warning("refused login for user %r from %s: locked out for %ds", user, request.remote_addr, wait)
+        log.warning("refused login for user %r from %s: throttled for %ds", user, request.remote_addr, wait)
         html = render_template("auth/login.html", next=_safe_next(),
-                               error=f"Too many failed logins. Try again in {wait} seconds.")
+                               error=f"Too many failed logins for this user from this address. Try again in {wait} "
+                                     "seconds; the right password then logs you in.")
         return Response(html, 429, {"Retry-After": str(wait)})
     account = check_credentials(current_app.config["ACCOUNTS"], user, request.form.get("password", ""))
     if account is None:
         log.warning("failed login for user %r from %s", user, request.remote_addr)
-        login_limit.record_failure(user, via="form")
-        return render_template("auth/login.html", next=_safe_next(), error="Wrong user or password."), 401
+        delay = login_limit.record_failure(user, via="form")
+        error = "Wrong user or password." + (f" Wait {delay} seconds before the next try: each wrong one doubles "
+                                             "the wait." if delay else "")
+        return render_template("auth/login.html", next=_safe_next(), error=error), 401
     login_limit.clear(user)
     session.clear()  # a fresh session (and CSRF token) at every login: no fixation
     session.permanent = True  # so it expires after SESSION_IDLE_MINUTES without a request

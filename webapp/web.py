@@ -29,6 +29,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from skiplock.core.features import audit as audit_trail
 from skiplock.webapp.db import connection
+from skiplock.webapp.queries import parked_queries
 
 audit_log = logging.getLogger("skiplock.console.audit")
 
@@ -132,10 +133,25 @@ def confirmed() -> bool:
 
 def confirm_page(kind: str, title: str, explain: list[str], action: str, fields: list[tuple[str, Any]],
                  button: str, back: str, danger: bool = True, possible: bool = True) -> Response:
-    """The page that says what an action will do before it is done (templates/confirm.html)."""
+    """The page that says what an action will do before it is done (templates/confirm.html), and on
+    which database (templates/_confirm_database.html)."""
     return make_response(render_template("confirm.html", kind=kind, title=title, explain=explain, action=action,
                                          fields=fields, button=button, back=back, danger=danger,
                                          possible=possible))
+
+
+def database_label(conn: psycopg.Connection | None = None) -> str:
+    """The database an action acts on, as the operator knows it: the console's name for it (one console
+    over several databases), else PostgreSQL's own name. Every confirmation page shows it."""
+    name = current_app.config.get("DATABASE_NAME")
+    if name:
+        return str(name)
+    if conn is None:
+        with connection(primary=True) as own:  # actions run on the primary: name that one
+            row = own.execute(parked_queries.DATABASE).fetchone()
+    else:
+        row = conn.execute(parked_queries.DATABASE).fetchone()
+    return str(row[0]) if row else "?"
 
 
 def audit(action: str, count: int, conn: psycopg.Connection | None = None, **detail: Any) -> None:
@@ -197,6 +213,8 @@ def _template_globals() -> dict[str, Any]:
         # set when the page read from SKIPLOCK_CONSOLE_READ_URL (webapp/db.py): how stale it may be
         "replica_lag": g.get("replica_lag"),
         "role": g.get("role"),
+        # called by the confirmation pages only (one query when the console has no name for its database)
+        "database_label": database_label,
     }
 
 

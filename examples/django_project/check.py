@@ -160,7 +160,8 @@ def main() -> None:
         alice.login("alice", "alice-pw")
         _, _, html = alice.request(f"/jobs/jobs/{job_id}")
         assert alice.request(f"/jobs/jobs/{job_id}/retry", {})[0] == 400  # no CSRF token
-        status, headers, _ = alice.request(f"/jobs/jobs/{job_id}/retry", {"csrf_token": console_token(html)})
+        status, headers, _ = alice.request(f"/jobs/jobs/{job_id}/retry", {"csrf_token": console_token(html),
+                                                                           "confirm": "yes"})
         assert status == 303 and headers["Location"].startswith(f"/jobs/jobs/{job_id}"), (status, headers)
         assert scalar("SELECT status::text FROM jobs WHERE id = %s", job_id) == "queued"
         assert scalar("SELECT actor FROM audit_log ORDER BY id DESC LIMIT 1") == "alice"

@@ -47,6 +47,7 @@ def test_retry_a_dead_job_and_see_it_run(page, console, conn, spawn_worker, tmp_
     row.wait_for()
     assert "TimeoutError: upstream took longer than 30s" in row.inner_text()
     row.locator("button:has-text('retry')").click()
+    page.click("button:has-text('Yes, retry 1 job')")  # the row's retry asks first
     page.wait_for_selector("text=Retried 1 job(s).")
     assert page.locator(f"tr[data-job-id='{job}']").count() == 0
     # the worker runs it: its effect is recorded, then the row is deleted on success
@@ -106,6 +107,7 @@ def test_pause_a_queue_and_the_worker_stops_taking_its_jobs(page, console, conn,
     page.reload()
     assert re.search(r"Queue\s+t3\s+paused", page.inner_text("h1"))
     page.click("button:has-text('Resume queue')")
+    page.click("button:has-text('Yes, resume t3')")  # resuming starts work: it asks first
     page.wait_for_selector("text=Queue t3 resumed.")
     wait_for(lambda: scalar(conn, "SELECT count(*) FROM test_effects WHERE queue = 't3'") == 5,
              timeout=30, message="the resumed queue to drain")

@@ -43,6 +43,7 @@ def test_admin_of_the_host_retries_a_dead_job_in_the_browser(page: Any, db_url: 
         row = page.locator(f"tr[data-job-id='{job_id}']")
         row.wait_for()
         row.locator("button:has-text('retry')").click()
+        page.click("button:has-text('Yes, retry 1 job')")  # the row's retry asks first
         page.wait_for_selector("text=Retried 1 job(s).")
         assert page.url.startswith(f"{url}{PREFIX}/")
         assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job_id,)) == "queued"

@@ -29,6 +29,7 @@ def retry_in_the_console(page: Any, base: str, prefix: str, job_id: int) -> None
     row = page.locator(f"tr[data-job-id='{job_id}']")
     row.wait_for()
     row.locator("button:has-text('retry')").click()
+    page.click("button:has-text('Yes, retry 1 job')")  # the row's retry asks first
     page.wait_for_selector("text=Retried 1 job(s).")
     assert page.url.startswith(f"{base}{prefix}/")
 

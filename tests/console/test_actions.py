@@ -19,7 +19,7 @@ def _count(conn, sql, *params):
 def test_retry_one_dead_job_resets_attempts_and_run_at(admin, conn, caplog):
     job = make_job(conn, "t1", "dead", attempts=5, last_error="boom", run_in=-3600)
     with caplog.at_level(logging.INFO, logger="skiplock.console.audit"):
-        response = admin.post("/dead/action?action=retry", {"one": str(job)})
+        response = admin.post("/dead/action?action=retry", {"one": str(job), "confirm": "yes"})
     assert response.status_code == 303
     row = conn.execute("SELECT status::text, attempts, run_at > now() - interval '1 minute', finished_at "
                        "FROM jobs WHERE id = %s", (job,)).fetchone()
@@ -31,7 +31,7 @@ def test_retry_one_dead_job_resets_attempts_and_run_at(admin, conn, caplog):
 def test_purge_one(admin, conn):
     job = make_job(conn, "t1", "dead")
     keep = make_job(conn, "t1", "queued")
-    assert admin.post("/dead/action?action=purge", {"one": str(job)}).status_code == 303
+    assert admin.post("/dead/action?action=purge", {"one": str(job), "confirm": "yes"}).status_code == 303
     assert status_of(conn, job) is None and status_of(conn, keep) == "queued"
 
 
@@ -88,7 +88,7 @@ def test_pause_and_resume_queue(admin, conn, caplog):
     assert conn.execute("SELECT queue, paused_by FROM paused_queues").fetchall() == [("t1", "ops-admin")]
     assert "paused" in admin.get("/queues/t1").get_data(as_text=True)
     assert any("pause queue" in r.getMessage() for r in caplog.records)
-    assert admin.post("/queues/t1/resume").status_code == 303
+    assert admin.post("/queues/t1/resume", {"confirm": "yes"}).status_code == 303
     assert _count(conn, "SELECT count(*) FROM paused_queues") == 0
 
 
@@ -109,19 +109,28 @@ def test_job_actions(admin, conn):
     scheduled = make_job(conn, "t1", "queued", run_in=3600)
     running = make_job(conn, "t1", "running", attempts=1)
     dead = make_job(conn, "t1", "dead")
-    assert admin.post(f"/jobs/{queued}/cancel").status_code == 303
+    # each first answers with a confirmation that names the job, the database and what happens, and changes nothing
+    for job, action, status in ((queued, "cancel", "queued"), (scheduled, "run-now", "queued"),
+                                (running, "release", "running"), (dead, "purge", "dead"), (dead, "retry", "dead")):
+        page = admin.post(f"/jobs/{job}/{action}")
+        assert page.status_code == 200 and status_of(conn, job) == status, action
+        html = page.get_data(as_text=True)
+        assert f"1 job: job {job} of queue t1" in html and "data-database>" in html and 'value="yes"' in html
+    assert admin.post(f"/jobs/{queued}/cancel", {"confirm": "yes"}).status_code == 303
     assert status_of(conn, queued) == "failed"
-    assert admin.post(f"/jobs/{scheduled}/run-now").status_code == 303
+    assert admin.post(f"/jobs/{scheduled}/run-now", {"confirm": "yes"}).status_code == 303
     assert _count(conn, "SELECT run_at <= now() FROM jobs WHERE id = %s", scheduled) is True
-    assert admin.post(f"/jobs/{running}/release").status_code == 303
+    assert admin.post(f"/jobs/{running}/release", {"confirm": "yes"}).status_code == 303
     assert status_of(conn, running) == "queued"
-    assert admin.post(f"/jobs/{dead}/purge").status_code == 303
+    assert admin.post(f"/jobs/{dead}/purge", {"confirm": "yes"}).status_code == 303
     assert status_of(conn, dead) is None
 
 
 def test_action_on_a_job_in_the_wrong_state_changes_nothing(admin, conn):
     job = make_job(conn, "t1", "running")
-    response = admin.post(f"/jobs/{job}/purge")
+    page = admin.post(f"/jobs/{job}/purge").get_data(as_text=True)  # the confirmation says so, and cannot be sent
+    assert f"Job {job} cannot be purged" in page and "disabled" in page
+    response = admin.post(f"/jobs/{job}/purge", {"confirm": "yes"})
     assert response.status_code == 303
     assert status_of(conn, job) == "running"
     assert "was not changed" in admin.get(response.headers["Location"]).get_data(as_text=True)
@@ -174,12 +183,12 @@ def test_recurring_schedules_pause_resume_run(admin, conn):
     html = admin.get("/recurring/").get_data(as_text=True)
     assert "nightly-&lt;b&gt;report&lt;/b&gt;" in html and "0 3 * * *" in html
     name = "nightly-<b>report</b>"
-    assert admin.post(f"/recurring/{name}/pause").status_code == 303
+    assert admin.post(f"/recurring/{name}/pause", {"confirm": "yes"}).status_code == 303
     assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is False
-    assert admin.post(f"/recurring/{name}/resume").status_code == 303
+    assert admin.post(f"/recurring/{name}/resume", {"confirm": "yes"}).status_code == 303
     assert conn.execute("SELECT enabled FROM recurring_schedules").fetchone()[0] is True
     before = _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'")
-    response = admin.post(f"/recurring/{name}/run")
+    response = admin.post(f"/recurring/{name}/run", {"confirm": "yes"})
     assert response.status_code == 303
     assert _count(conn, "SELECT count(*) FROM jobs WHERE queue = 't1' AND status = 'queued'") == before + 1
     assert "enqueued job" in admin.get(response.headers["Location"]).get_data(as_text=True)

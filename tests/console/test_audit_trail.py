@@ -11,9 +11,9 @@ def _rows(conn):
 
 def test_console_actions_are_written_to_the_audit_table(admin, conn):
     job = make_job(conn, "t1", "dead", attempts=5, last_error="boom")
-    assert admin.post("/dead/action?action=retry", {"one": str(job)}).status_code == 303
+    assert admin.post("/dead/action?action=retry", {"one": str(job), "confirm": "yes"}).status_code == 303
     assert admin.post("/queues/t1/pause", {"confirm": "yes"}).status_code == 303
-    assert admin.post("/queues/t1/resume").status_code == 303
+    assert admin.post("/queues/t1/resume", {"confirm": "yes"}).status_code == 303
     rows = _rows(conn)
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         ("ops-admin", "admin", "retry selected", 1),
@@ -78,9 +78,9 @@ def test_an_action_and_its_audit_row_commit_together(admin, conn, monkeypatch):
 
     monkeypatch.setattr(web.audit_trail, "record", broken)
     with pytest.raises(RuntimeError, match="audit_log is unavailable"):
-        admin.post(f"/jobs/{job}/retry")
+        admin.post(f"/jobs/{job}/retry", {"confirm": "yes"})
     assert conn.execute("SELECT status::text FROM jobs WHERE id = %s", (job,)).fetchone()[0] == "dead"
     monkeypatch.undo()
-    assert admin.post(f"/jobs/{job}/retry").status_code == 303
+    assert admin.post(f"/jobs/{job}/retry", {"confirm": "yes"}).status_code == 303
     assert conn.execute("SELECT status::text FROM jobs WHERE id = %s", (job,)).fetchone()[0] == "queued"
     assert conn.execute("SELECT action, count FROM audit_log").fetchall() == [("retry", 1)]

@@ -108,7 +108,8 @@ def test_post_without_csrf_token_is_rejected(admin, conn):
 
 def test_htmx_sends_the_token_in_a_header(admin, conn):
     job = make_job(conn, "t1", "dead")
-    response = admin.client.post(f"/jobs/{job}/retry", headers={"X-CSRFToken": admin.token, "HX-Request": "true"})
+    response = admin.client.post(f"/jobs/{job}/retry", data={"confirm": "yes"},
+                                 headers={"X-CSRFToken": admin.token, "HX-Request": "true"})
     assert response.status_code == 303
     assert status_of(conn, job) == "queued"
 
@@ -120,7 +121,8 @@ def test_layout_gives_htmx_the_token(admin, conn):
     assert token, html[:500]
     job = make_job(conn, "t1", "dead")
     value = token.group(1)
-    assert admin.client.post(f"/jobs/{job}/retry", headers={"X-CSRFToken": value}).status_code == 303
+    done = admin.client.post(f"/jobs/{job}/retry", data={"confirm": "yes"}, headers={"X-CSRFToken": value})
+    assert done.status_code == 303
 
 
 @pytest.mark.parametrize("url", POST_ROUTES)
@@ -170,7 +172,7 @@ def test_auth_off_shows_a_warning_on_every_page(make_app, conn):
     # CSRF still applies with auth off
     assert client.post(f"/jobs/{job}/retry").status_code == 400
     token = csrf_token(client, "/")
-    assert client.post(f"/jobs/{job}/retry", data={"csrf_token": token}).status_code == 303
+    assert client.post(f"/jobs/{job}/retry", data={"csrf_token": token, "confirm": "yes"}).status_code == 303
     assert status_of(conn, job) == "queued"
 
 

@@ -101,7 +101,8 @@ def test_wake_now_and_send_signal_confirm_first_then_go_through_the_core(admin: 
 
     # wake now: first a page that says what happens, on which database, to how many jobs; nothing changes
     page = admin.post(f"/jobs/{sleeper}/wake-now", data={}).get_data(as_text=True)
-    assert 'data-confirm="wake"' in page and f"On database {database}: 1 job, job {sleeper}" in page
+    assert 'data-confirm="wake"' in page and f"On database <strong data-database>{database}</strong>" in page \
+        and f"1 job, job {sleeper}" in page
     assert "from parked to ready now" in page and "skips its finished steps" in page
     assert _effects(conn, sleeper, "run") == 1
     assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (sleeper,)) == "parked"
@@ -117,7 +118,8 @@ def test_wake_now_and_send_signal_confirm_first_then_go_through_the_core(admin: 
     # send signal: the confirmation counts the jobs it wakes, and says the first signal of a key wins
     form = {"key": "order-1:paid", "payload": '{"amount": 42}'}
     page = html.unescape(admin.post(f"/jobs/{waiter}/send-signal", data=form).get_data(as_text=True))
-    assert 'data-confirm="signal"' in page and f"On database {database}: the signal 'order-1:paid'" in page
+    assert 'data-confirm="signal"' in page and f"<strong data-database>{database}</strong>" in page \
+        and "The signal 'order-1:paid'" in page
     assert "wakes 2 parked job(s)" in page and "Yes, send it and wake 2 job(s)" in page
     assert scalar(conn, "SELECT count(*) FROM job_signals") == 0
     bad = admin.post(f"/jobs/{waiter}/send-signal", data={**form, "payload": "{not json"}, follow_redirects=True)

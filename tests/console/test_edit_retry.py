@@ -145,7 +145,7 @@ def test_bad_input_a_moved_job_and_a_read_only_login_change_nothing(admin: Any, 
     # a job that is no longer dead (retried by someone else, waiting in a paused queue) is refused too
     state_changes.pause_queue(conn, "t1", "test")
     _, current = _form(admin, job)
-    assert admin.post(f"/jobs/{job}/retry").status_code == 303
+    assert admin.post(f"/jobs/{job}/retry", {"confirm": "yes"}).status_code == 303
     refused('{"to": "late@example.com"}', 409, f"Job {job} is no longer dead (it is queued now", current)
     assert scalar(conn, "SELECT payload FROM jobs WHERE id = %s", (job,)) == second
     assert len(_edits(conn, job)) == 1 and len(_audit(conn, "edit and retry")) == 1

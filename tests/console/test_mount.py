@@ -68,7 +68,7 @@ def test_host_users_get_their_roles_and_admin_retries(host: Flask, db_url: str, 
     assert token
     # no CSRF token: refused, nothing changes
     assert admin.post(f"{PREFIX}/jobs/{job_id}/retry").status_code == 400
-    done = admin.post(f"{PREFIX}/jobs/{job_id}/retry", data={"csrf_token": token.group(1)})
+    done = admin.post(f"{PREFIX}/jobs/{job_id}/retry", data={"csrf_token": token.group(1), "confirm": "yes"})
     assert done.status_code == 303 and done.headers["Location"].startswith(f"{PREFIX}/jobs/{job_id}")
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (job_id,)) == "queued"

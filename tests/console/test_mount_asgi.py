@@ -84,7 +84,8 @@ def test_fastapi_dependency_guards_the_console_and_admin_retries(db_url: str, co
         page = await client.get(f"{PREFIX}/jobs/{job_id}")
         assert f'action="{PREFIX}/jobs/{job_id}/retry"' in page.text and f'href="{PREFIX}/static/' in page.text
         assert (await client.post(f"{PREFIX}/jobs/{job_id}/retry")).status_code == 400  # no CSRF token
-        done = await client.post(f"{PREFIX}/jobs/{job_id}/retry", data={"csrf_token": token(page.text)})
+        done = await client.post(f"{PREFIX}/jobs/{job_id}/retry",
+                                 data={"csrf_token": token(page.text), "confirm": "yes"})
         assert done.status_code == 303 and done.headers["location"].startswith(f"{PREFIX}/jobs/{job_id}")
         polls = re.findall(r'hx-get="([^"]+)"', (await client.get(f"{PREFIX}/")).text)
         assert polls and all(p.startswith(f"{PREFIX}/") for p in polls)

@@ -74,11 +74,12 @@ def test_one_mount_over_two_databases(db_url: str, fresh_db_url: str, spawn_work
         token = TOKEN.search(page)
         assert token
         assert viewer.post(f"{PREFIX}/db/billing/jobs/{dead_id}/retry",
-                           data={"csrf_token": token.group(1)}).status_code == 403  # bob is read-only
+                           data={"csrf_token": token.group(1), "confirm": "yes"}).status_code == 403  # bob is read-only
 
         token = TOKEN.search(billing_job)
         assert token
-        done = admin.post(f"{PREFIX}/db/billing/jobs/{dead_id}/retry", data={"csrf_token": token.group(1)})
+        done = admin.post(f"{PREFIX}/db/billing/jobs/{dead_id}/retry",
+                          data={"csrf_token": token.group(1), "confirm": "yes"})
         assert done.status_code == 303 and done.headers["Location"].startswith(f"{PREFIX}/db/billing/jobs/{dead_id}")
         with psycopg.connect(billing) as conn:
             assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (dead_id,)) == "queued"

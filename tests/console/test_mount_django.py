@@ -71,7 +71,7 @@ def test_django_login_decides_who_sees_and_who_acts(shop: str, fresh_db_url: str
     assert f'href="{PREFIX}/static/' in page.text and f'action="{PREFIX}/jobs/{job_id}/retry"' in page.text
     assert dave.post(f"{PREFIX}/jobs/{job_id}/retry").status_code == 400  # the console's CSRF token is required
     token = console_token(dave, f"{PREFIX}/jobs/{job_id}")
-    done = dave.post(f"{PREFIX}/jobs/{job_id}/retry", data={"csrf_token": token})
+    done = dave.post(f"{PREFIX}/jobs/{job_id}/retry", data={"csrf_token": token, "confirm": "yes"})
     assert done.status_code == 303 and done.headers["location"].startswith(f"{PREFIX}/jobs/{job_id}")
     # htmx polls and static files are served under the prefix, and Django's own session is intact
     polls = re.findall(r'hx-get="([^"]+)"', dave.get(f"{PREFIX}/").text)

@@ -28,11 +28,21 @@ def test_create_edit_backfill_pause_and_delete_from_the_page(admin, conn):
     changed = schedules.get("report:acme")
     assert changed is not None and (changed.kind, changed.schedule, changed.payload) == ("interval", "30m", {"c": 2})
     assert "every 30 minutes" in admin.get("/recurring/").get_data(as_text=True)
-    assert admin.post("/recurring/report:acme/backfill", {"hours": "2"}).status_code == 303
-    backfilled = conn.execute("SELECT count(*) FROM jobs WHERE queue = 't1' AND run_at <= now()").fetchone()[0]
-    assert backfilled in (4, 5)  # the half hours of the last two hours
-    assert admin.post("/recurring/report:acme/pause").status_code == 303
-    assert admin.post("/recurring/report:acme/delete").status_code == 303
+    # the backfill first says how many jobs it would enqueue (the backfill itself, rolled back), and enqueues none
+    due = "SELECT count(*) FROM jobs WHERE queue = 't1' AND run_at <= now()"
+    asked = admin.post("/recurring/report:acme/backfill", {"hours": "2"}).get_data(as_text=True)
+    assert conn.execute(due).fetchone()[0] == 0
+    counted = int(asked.split("Backfill schedule report:acme: enqueue ", 1)[1].split(" ", 1)[0])
+    assert admin.post("/recurring/report:acme/backfill", {"hours": "2", "confirm": "yes"}).status_code == 303
+    backfilled = conn.execute(due).fetchone()[0]
+    assert backfilled in (4, 5) and counted in (4, 5)  # the half hours of the last two hours
+    # pause and delete ask first too, and change nothing until confirmed
+    assert "Pause schedule report:acme?" in admin.post("/recurring/report:acme/pause").get_data(as_text=True)
+    assert "Delete schedule report:acme?" in admin.post("/recurring/report:acme/delete").get_data(as_text=True)
+    still = schedules.get("report:acme")
+    assert still is not None and still.enabled
+    assert admin.post("/recurring/report:acme/pause", {"confirm": "yes"}).status_code == 303
+    assert admin.post("/recurring/report:acme/delete", {"confirm": "yes"}).status_code == 303
     assert schedules.get("report:acme") is None
     assert actions(conn) == ["create schedule", "edit schedule", "backfill schedule", "pause schedule",
                              "delete schedule"]
@@ -60,7 +70,7 @@ def test_code_defined_schedules_are_marked_and_not_editable(admin, conn):
     html = admin.get("/recurring/").get_data(as_text=True)
     assert 'data-origin="code"' in html and "/recurring/nightly/edit" not in html
     assert admin.get("/recurring/nightly/edit").status_code == 404
-    page = admin.post("/recurring/nightly/delete", follow_redirects=True).get_data(as_text=True)
+    page = admin.post("/recurring/nightly/delete", {"confirm": "yes"}, follow_redirects=True).get_data(as_text=True)
     assert "defined in code" in page
     assert conn.execute("SELECT count(*) FROM recurring_schedules").fetchone()[0] == 1
 

@@ -35,7 +35,7 @@ def test_paused_queue_names_who_and_when(admin: Any) -> None:
         found = reasons(admin, url)
         assert "paused" in found, found
         assert "ops-admin paused it" in found["paused"] and "ago" in found["paused"]
-    admin.post("/queues/why_paused/resume")
+    admin.post("/queues/why_paused/resume", {"confirm": "yes"})
     assert "paused" not in reasons(admin, f"/jobs/{job}")
 
 
@@ -63,7 +63,8 @@ def test_run_at_in_the_future_and_run_now_from_the_queue_page(admin: Any) -> Non
     # the per-row "run now" on the queue page's scheduled tab
     page = admin.get("/queues/why_later?status=scheduled").get_data(as_text=True)
     assert f'value="{job}" formaction="' in page and "run now" in page
-    response = admin.post("/queues/why_later/jobs?action=run-now", data={"status": "scheduled", "one": str(job)})
+    response = admin.post("/queues/why_later/jobs?action=run-now",
+                          data={"status": "scheduled", "one": str(job), "confirm": "yes"})
     assert response.status_code == 303
     assert "scheduled" not in reasons(admin, f"/jobs/{job}")
 

@@ -1,7 +1,7 @@
 """Dead letters: dead (or failed) jobs grouped by queue and first error line over a time window,
 with retry and purge for one job, the selected jobs, or every job matching the filter.
 
-A bulk action first shows a confirmation stating how many jobs it covers; "all matching" is then
+Every action first shows a confirmation stating how many jobs it covers and on which database; "all matching" is then
 pinned to jobs that had finished by the time the confirmation was shown.
 """
 
@@ -93,14 +93,17 @@ def index() -> ResponseReturnValue:
 
 @bp.route("/action", methods=["POST"])
 def action() -> ResponseReturnValue:
-    """Retry or purge: one job at once; selected or all matching after a confirmation with the count."""
+    """Retry or purge one job, the selected ones or all matching, each after a confirmation with the count."""
     what = filters.choice(filters.arg("action"), ACTIONS, "", "action")
     flt = _read_filter()
     one = filters.job_id(filters.arg("one"))
-    if one is not None:
-        return _apply_ids(what, [one], flt)
-    scope = filters.choice(filters.arg("scope"), ("selected", "matching"), "", "scope")
     confirmed = filters.arg("confirm") == "yes"
+    if one is not None:  # a row's own button: the same confirmation, for its one job
+        if confirmed:
+            return _apply_ids(what, [one], flt)
+        return render_template("dead/dead_confirm.html", what=what, scope="selected", count=1, ids=[one], flt=flt,
+                               as_of=None, one=one)
+    scope = filters.choice(filters.arg("scope"), ("selected", "matching"), "", "scope")
     if scope == "selected":
         chosen = filters.ids(request.form.getlist("ids"))
         if confirmed:

@@ -15,8 +15,10 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST
+from psycopg.rows import dict_row
 
 from skiplock.core.plumbing.config import load_settings
+from skiplock.core.sql import queries
 from skiplock.monitor.doctor import FAIL, WARN, Check, run_checks
 from skiplock.monitor.metrics import SkiplockCollector, render
 from skiplock.webapp import db
@@ -42,10 +44,22 @@ def health() -> ResponseReturnValue:
     worst = _worst(checks)
     # the alerts panel is on the page only: the self-refreshing fragment is the checks
     alerts = None if is_htmx() else alerts_panel.panel()
+    with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:  # the audit trail's login throttles
+        throttles = cur.execute(LOGIN_THROTTLE.recent_throttles, {"hours": THROTTLE_HOURS, "limit": THROTTLES_SHOWN,
+                                                                  "scan": AUDIT_SCAN}).fetchall()
     return page("ops/health.html", "ops/_health.html", checks=checks, tables=[_tables(c) for c in checks], worst=worst,
                 alerts=alerts,
                 failing=[c.name for c in checks if c.status == FAIL],
-                warning=[c.name for c in checks if c.status == WARN])
+                warning=[c.name for c in checks if c.status == WARN], throttles=throttles,
+                throttle_hours=THROTTLE_HOURS)
+
+
+# Health lists the login throttles of this many hours, at most THROTTLES_SHOWN of them, found among the newest
+# AUDIT_SCAN audit rows (the Audit page has them all).
+THROTTLE_HOURS = 24
+THROTTLES_SHOWN = 10
+AUDIT_SCAN = 10_000
+LOGIN_THROTTLE = queries("login_throttle")
 
 
 @bp.route("/health/badge")

@@ -134,7 +134,7 @@ def show(name: str) -> ResponseReturnValue:
 
 @bp.route("/<path:name>/jobs", methods=["POST"])
 def act(name: str) -> ResponseReturnValue:
-    """Cancel, run now, retry or purge: one job at once, or the selected ones after a confirmation."""
+    """Cancel, run now, retry or purge one job or the selected ones, after a confirmation."""
     queue = filters.queue(name) or abort(404)
     status = filters.choice(filters.arg("status"), STATUSES, "ready", "status")
     what = filters.choice(filters.arg("action"), tuple(a for a, _label in TAB_ACTIONS[status]), "", "action")
@@ -145,8 +145,8 @@ def act(name: str) -> ResponseReturnValue:
         return redirect(back, 303)
     chosen = [one] if one is not None else filters.ids(request.form.getlist("ids"))
     transition = transitions.BY_ACTION[what]
-    # a bulk action, or a destructive one (cancel, purge, release), first says what it will do
-    if filters.arg("confirm") != "yes" and (one is None or transition.destructive):
+    # every action destroys (purge), stops (cancel, release) or starts work (retry, run now): it says so first
+    if filters.arg("confirm") != "yes":
         return render_template("queues/queue_confirm.html", queue=queue, status=status, what=what,
                                label=transition.label, ids=chosen, count=len(chosen))
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
@@ -199,8 +199,16 @@ def _confirm_pause(conn: psycopg.Connection, queue: str, known: bool) -> Respons
 
 @bp.route("/<path:name>/resume", methods=["POST"])
 def resume(name: str) -> ResponseReturnValue:
-    """Let workers claim this queue again."""
+    """Let workers claim this queue again, after a confirmation with the jobs that then start."""
     queue = filters.queue(name) or abort(404)
+    if not confirmed():
+        with db.connection() as conn:
+            stats = _tab_counts(conn, queue)
+        return confirm_page("resume", f"Resume queue {queue}?", [
+            f"Workers claim its jobs again at once: its {capped(stats['ready'])} ready job(s) start as workers "
+            f"are free, and its {capped(stats['scheduled'])} scheduled job(s) when they are due."],
+            url_for("queues.resume", name=queue), [], f"Yes, resume {queue}", url_for("queues.show", name=queue),
+            danger=False)
     with db.connection() as conn, conn.transaction():  # the resume and its audit row commit together
         changed = state_changes.resume_queue(conn, queue)
         audit("resume queue", 0, conn=conn, queue=queue, changed=changed)

@@ -18,7 +18,7 @@ from skiplock.services import recurring_defs as recurring
 from skiplock.services import schedule_words, schedules
 from skiplock.webapp import db, filters
 from skiplock.webapp.queries import page_queries
-from skiplock.webapp.web import audit, page
+from skiplock.webapp.web import audit, confirm_page, confirmed, page
 
 bp = Blueprint("recurring", __name__, url_prefix="/recurring")
 # Schedules per page: the timeline and next fires are computed per shown schedule.
@@ -147,6 +147,8 @@ def backfill(name: str) -> ResponseReturnValue:
         flash("Backfill needs a number of hours from 0 to 744.", "error")
         return redirect(url_for("recurring.index"), 303)
     now = datetime.now(UTC)
+    if not confirmed():
+        return _confirm_backfill(name, hours, now)
     try:
         with db.connection() as conn, conn.transaction():
             ids = schedules.backfill(name, now - timedelta(hours=hours), now, conn=conn)
@@ -158,9 +160,31 @@ def backfill(name: str) -> ResponseReturnValue:
     return redirect(url_for("recurring.index"), 303)
 
 
+def _confirm_backfill(name: str, hours: float, now: datetime) -> ResponseReturnValue:
+    """How many jobs the backfill would enqueue: the backfill itself, run and rolled back."""
+    back = url_for("recurring.edit_form", name=name)
+    try:
+        with db.connection() as conn, conn.transaction(force_rollback=True):
+            count = len(schedules.backfill(name, now - timedelta(hours=hours), now, conn=conn))
+    except ConfigError as exc:
+        flash(f"Schedule {name} not backfilled: {exc}", "error")
+        return redirect(url_for("recurring.index"), 303)
+    return confirm_page("backfill", f"Backfill schedule {name}: enqueue {count} job(s)?", [
+        f"{count} slot(s) of the last {hours:g} hour(s) never ran: each becomes one job, due at once, and runs as "
+        "soon as a worker is free. Slots that ran (or were backfilled before) are not enqueued again."],
+        url_for("recurring.backfill", name=name), [("hours", f"{hours:g}")],
+        f"Yes, enqueue {count} job(s)", back, danger=False, possible=count > 0)
+
+
 @bp.route("/<path:name>/delete", methods=["POST"])
 def delete(name: str) -> ResponseReturnValue:
-    """Delete a runtime schedule (its pending job is withdrawn)."""
+    """Delete a runtime schedule (its pending job is withdrawn), after a confirmation."""
+    if not confirmed():
+        return confirm_page("delete", f"Delete schedule {name}?", [
+            f"Schedule {name} is deleted for good: it fires no more, and its pending job (if one is queued) is "
+            "withdrawn. Jobs of it that already ran or run now are not touched."],
+            url_for("recurring.delete", name=name), [], f"Yes, delete {name}", url_for("recurring.edit_form",
+                                                                                        name=name))
     try:
         with db.connection() as conn, conn.transaction():
             deleted = schedules.delete(name, conn=conn)
@@ -175,11 +199,13 @@ def delete(name: str) -> ResponseReturnValue:
 
 @bp.route("/<path:name>/<action>", methods=["POST"])
 def act(name: str, action: str) -> ResponseReturnValue:
-    """Pause, resume or run one schedule now."""
+    """Pause, resume or run one schedule now, after a confirmation."""
     calls = {"pause": recurring.pause_schedule, "resume": recurring.resume_schedule,
              "run": recurring.run_schedule_now}
     if action not in calls:
         abort(404, f"unknown action {action[:40]!r}")
+    if not confirmed():  # each stops or starts work: say what first
+        return _confirm_act(name, action)
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         result = calls[action](conn, name)
         if action == "run":
@@ -195,3 +221,33 @@ def act(name: str, action: str) -> ResponseReturnValue:
         flash(f"Schedule {name} {action}d." if result else f"Schedule {name} was not changed.",
               "message" if result else "error")
     return redirect(url_for("recurring.index"), 303)
+
+
+def _confirm_act(name: str, action: str) -> ResponseReturnValue:
+    """What pausing, resuming or running a schedule now does, with its queue and its next fires."""
+    with db.connection() as conn:
+        found = schedules.get(name, conn=conn)
+    back = url_for("recurring.index")
+    target = url_for("recurring.act", name=name, action=action)
+    if found is None:
+        return confirm_page(action, f"No schedule named {name}", ["It was deleted meanwhile: nothing will change."],
+                            target, [], action, back, possible=False)
+    now = datetime.now(UTC)
+    view = _view(found, now, now.replace(minute=0, second=0, microsecond=0))
+    fires = ", ".join(f"{t:%Y-%m-%d %H:%M %Z}" for t in view["next"]) or "none"
+    said = {
+        "pause": (f"Pause schedule {name}?", [
+            f"It stops firing until resumed: no new job of queue {found.queue} comes from it (its next fires were "
+            f"{fires}), "
+            "and its pending job, if one is queued, is cancelled. A run already going is not stopped."],
+            f"Yes, pause {name}", True),
+        "resume": (f"Resume schedule {name}?", [
+            f"It fires again {view['words']}, from its next slot after now (missed slots are not caught up): "
+            f"1 job of queue {found.queue} per fire."], f"Yes, resume {name}", False),
+        "run": (f"Run schedule {name} now?", [
+            f"1 job of queue {found.queue} is enqueued now, besides its planned fires ({fires}), and runs as soon "
+            "as a worker is free."], f"Yes, enqueue 1 job of {name}", False),
+    }
+    title, explain, button, danger = said[action]
+    return confirm_page(action, title, [*explain, "The action is written to the audit trail."], target, [], button,
+                        back, danger=danger)

@@ -19,10 +19,10 @@ from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
-from skiplock.webapp.pages.jobs import stack
+from skiplock.webapp.pages.jobs import act_confirm, stack
 from skiplock.webapp.queries import page_queries, workflow_queries
 from skiplock.webapp.shared import edit_form, job_links, timeline
-from skiplock.webapp.web import audit, page
+from skiplock.webapp.web import audit, confirmed, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
 
@@ -129,9 +129,14 @@ def _runtime(job: dict[str, Any]) -> float | None:
 
 @bp.route("/<job_id>/<action>", methods=["POST"])
 def act(job_id: str, action: str) -> ResponseReturnValue:
-    """Apply one action to one job; a job no longer in the right state is reported, not changed."""
+    """Apply one action to one job after its confirmation; a job no longer in the right state is reported,
+    not changed."""
     jid = _parse(job_id)
     transition = transitions.BY_ACTION.get(action) or abort(404, f"unknown action {action[:40]!r}")
+    if not confirmed():  # each of them destroys, stops or starts work: say what first (act_confirm.py)
+        with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            job = cur.execute(page_queries.JOB, {"id": jid}).fetchone()
+        return act_confirm.confirm_act(job, jid, transition)
     with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
         changed = transition.apply(conn, [jid], str(g.user))
         audit(action, len(changed), conn=conn, ids=[jid])

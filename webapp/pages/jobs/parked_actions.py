@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import psycopg
-from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
+from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
@@ -32,15 +32,6 @@ def _job(job_id: str) -> int:
     if jid is None:
         abort(400, "job id is required")
     return jid
-
-
-def _database(conn: psycopg.Connection) -> str:
-    """The database's name as the operator knows it: the console's name for it, else PostgreSQL's."""
-    name = current_app.config.get("DATABASE_NAME")
-    if name:
-        return str(name)
-    row = conn.execute(parked_queries.DATABASE).fetchone()
-    return str(row[0]) if row else "?"
 
 
 # Static last segments: Werkzeug prefers these rules over the jobs blueprint's /<job_id>/<action>.
@@ -64,7 +55,6 @@ def wake_now(job_id: str) -> ResponseReturnValue:
 def _confirm_wake(conn: psycopg.Connection, jid: int, back: str) -> ResponseReturnValue:
     on = service.parked_on(conn, jid)
     action = url_for("parked_actions.wake_now", job_id=jid)
-    database = _database(conn)
     if on is None:
         return confirm_page("wake", f"Job {jid} is not parked", [
             "It woke, finished or was cancelled meanwhile: there is nothing to wake. Its page shows where it is now."],
@@ -76,7 +66,7 @@ def _confirm_wake(conn: psycopg.Connection, jid: int, back: str) -> ResponseRetu
         what = (f"It sleeps ({on['sleep']!r}) until {on['wake_at']:%Y-%m-%d %H:%M:%S %Z}. Woken now, its handler "
                 "runs again from the top and skips its finished steps; the sleep itself parks it again until "
                 "its stored time, unless the handler moved past it.")
-    explain = [f"On database {database}: 1 job, job {jid} of queue {on['queue']}, goes from parked to ready now.",
+    explain = [f"1 job, job {jid} of queue {on['queue']}, goes from parked to ready now.",
                what, "It spends no attempt. The action is written to the audit trail."]
     return confirm_page("wake", f"Wake job {jid} now?", explain, action, [], f"Yes, wake job {jid}", back,
                         danger=False)
@@ -123,16 +113,15 @@ def _confirm_signal(conn: psycopg.Connection, jid: int, key: str, text: str, bac
         state: Any = cur.execute(parked_queries.KEY_STATE, {"key": key}).fetchone()
     action = url_for("parked_actions.send_signal", job_id=jid)
     fields = [("key", key), ("payload", text)]
-    database = _database(conn)
     if state["sent_at"] is not None:
         return confirm_page("signal", f"Signal {key!r} was already sent", [
-            f"On database {database}, the signal {key!r} was sent at {state['sent_at']:%Y-%m-%d %H:%M:%S %Z} with "
+            f"The signal {key!r} was sent at {state['sent_at']:%Y-%m-%d %H:%M:%S %Z} with "
             f"the payload {state['payload']}. The first signal of a key wins: another one changes nothing and "
             "wakes no job. A job that waits for the key receives that payload at once."],
             action, fields, "Send signal", back, possible=False)
     waiting = int(state["waiting"])
     queues = ", ".join(state["queues"] or [])
-    explain = [f"On database {database}: the signal {key!r} with the payload {text[:200]} wakes {waiting} parked "
+    explain = [f"The signal {key!r} with the payload {text[:200]} wakes {waiting} parked "
                f"job(s) now{f' (queue {queues})' if queues else ''}; each runs its handler again from the top, "
                "and its job.wait_for returns this payload.",
                "The signal is kept (SKIPLOCK_SIGNAL_RETENTION): a job that waits for this key later receives the "
