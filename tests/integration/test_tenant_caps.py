@@ -240,7 +240,8 @@ def test_per_tenant_limits_cli_sets_keeps_and_refuses_bad_input(
     for bad in (["--per-tenant-concurrency", "0"], ["--per-tenant-concurrency", "x"],
                 ["--per-tenant-rate=-1/s"], ["--per-tenant-rate", "10/fortnight"],
                 ["--concurrency", "5", "--per-tenant-rate", "nope"], ["--per-tenant-rate", "5/s",
-                                                                       "--per-tenant-burst", "0"]):
+                                                                       "--per-tenant-burst", "0"],
+                ["--per-tenant-rate", "none", "--per-tenant-burst", "3"]):
         assert cli(["queues", "limit", "imports", *bad]) == 2, bad
         err = capsys.readouterr().err
         assert "per-tenant" in err or "rate" in err or "burst" in err, (bad, err)
@@ -257,7 +258,8 @@ def test_per_tenant_limits_cli_sets_keeps_and_refuses_bad_input(
 def test_python_api_refuses_bad_values_before_writing(conn: psycopg.Connection) -> None:
     kwargs: dict[str, Any]
     for kwargs in ({"concurrency": 0, "rate": None}, {"concurrency": None, "rate": "0/s"},
-                   {"concurrency": 2, "rate": "5/s", "burst": 0.5}, {"concurrency": True, "rate": None}):
+                   {"concurrency": 2, "rate": "5/s", "burst": 0.5}, {"concurrency": True, "rate": None},
+                   {"concurrency": 2, "rate": None, "burst": 3}):
         with pytest.raises(ConfigError):
             limits.set_tenant_limit(conn, "api_q", **kwargs)
     assert limits.list_limits(conn) == []

@@ -228,6 +228,8 @@ def _tenant_limits(args: argparse.Namespace, current: Any) -> dict[str, Any]:
     try:
         if args.per_tenant_rate is not None:
             rate = None if args.per_tenant_rate == "none" else limits.parse_rate(args.per_tenant_rate)
+        if rate is None and args.per_tenant_burst is not None:
+            raise ConfigError("burst needs a rate: give --per-tenant-rate too")
         rate, burst = limits.checked_rate(rate, burst)
     except ConfigError as exc:  # say which option: the same words describe the global rate
         raise SkiplockError(f"per-tenant {exc}") from None

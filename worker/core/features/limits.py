@@ -142,6 +142,8 @@ def set_tenant_limit(conn: psycopg.Connection, queue: str, *, concurrency: int |
     checked before anything is written: a bad value raises ConfigError and changes nothing."""
     if concurrency is not None:
         check_concurrency(concurrency)
+    if rate is None and burst is not None:  # a burst alone would be dropped without a word
+        raise ConfigError("a per-tenant burst needs a per-tenant rate")
     per_second, burst = checked_rate(rate, burst)
     conn.execute(queries(_SQL).upsert_per_tenant, {"queue": queue, "concurrency": concurrency,
                                                    "rate": per_second, "burst": burst, "actor": actor})
