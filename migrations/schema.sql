@@ -414,6 +414,20 @@ BEGIN
 END $$;
 
 --
+-- Name: skiplock_key_free(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_key_free(p_key text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM jobs r WHERE r.lock_key = p_key AND r.status = 'running' AND r.lock_key IS NOT NULL)
+           -- 1936419947 ('sklk'): the advisory lock namespace of lock keys
+           AND pg_try_advisory_xact_lock(1936419947, hashtext(p_key));
+END
+$$;
+
+--
 -- Name: skiplock_limit_allowances(text[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -426,16 +440,17 @@ DECLARE
 BEGIN
     SELECT coalesce(array_agg(k.queue), '{}') INTO held
       FROM (SELECT l.queue FROM queue_limits l
-             WHERE l.queue = ANY(p_queues) AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL)
+             WHERE l.queue = ANY(p_queues) AND l.limited
              ORDER BY l.queue
                FOR UPDATE SKIP LOCKED) k;
     RETURN QUERY
     SELECT l.queue,
-           greatest(0, least(
+           greatest(0, coalesce(least(
                p_limit,
-               l.concurrency - (SELECT count(*) FROM jobs r
+               l.concurrency - (SELECT coalesce(sum(least(r.weight, l.weight_cap)), 0) FROM jobs r
                                  WHERE r.status = 'running' AND r.queue = l.queue)::int,
-               floor(least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)))::int))
+               floor(least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)))::int),
+               2147483647))
       FROM queue_limits l
      WHERE l.queue = ANY(held);
 END
@@ -483,8 +498,8 @@ BEGIN
          WHERE j.id = last_id AND j.created_at = now()
            AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
            AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
-           AND NOT EXISTS (SELECT 1 FROM queue_limits l
-                            WHERE l.queue = j.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL));
+           -- a limited queue (global or per-tenant limits) is claimed only under its queue_limits row lock
+           AND NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = j.queue AND l.limited);
         IF job.id IS NOT NULL THEN
             -- This transaction's only job so far, unless one of the ids just below is ours too: one
             -- statement's ids, and this transaction's earlier ones, are drawn in order. (Not
@@ -1053,6 +1068,93 @@ BEGIN
 END $$;
 
 --
+-- Name: queue_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.queue_limits (
+    queue text NOT NULL,
+    concurrency integer,
+    rate double precision,
+    burst double precision,
+    tokens double precision DEFAULT 0 NOT NULL,
+    refilled_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    tenant_concurrency integer,
+    tenant_rate double precision,
+    tenant_burst double precision,
+    tenant_tokens jsonb DEFAULT '{}'::jsonb NOT NULL,
+    limited boolean GENERATED ALWAYS AS (((concurrency IS NOT NULL) OR (rate IS NOT NULL) OR (tenant_concurrency IS NOT NULL) OR (tenant_rate IS NOT NULL))) STORED,
+    weight_cap integer GENERATED ALWAYS AS (LEAST(concurrency, (floor(burst))::integer, tenant_concurrency, (floor(tenant_burst))::integer)) STORED,
+    tenant_cap integer GENERATED ALWAYS AS (LEAST(tenant_concurrency, (floor(tenant_burst))::integer)) STORED,
+    CONSTRAINT queue_limits_burst_check CHECK (((burst IS NULL) OR (burst >= (1)::double precision))),
+    CONSTRAINT queue_limits_concurrency_check CHECK (((concurrency IS NULL) OR (concurrency >= 1))),
+    CONSTRAINT queue_limits_rate_check CHECK (((rate IS NULL) OR (rate > (0)::double precision))),
+    CONSTRAINT queue_limits_tenant_burst_check CHECK (((tenant_burst IS NULL) OR (tenant_burst >= (1)::double precision))),
+    CONSTRAINT queue_limits_tenant_concurrency_check CHECK (((tenant_concurrency IS NULL) OR (tenant_concurrency >= 1))),
+    CONSTRAINT queue_limits_tenant_rate_check CHECK (((tenant_rate IS NULL) OR (tenant_rate > (0)::double precision)))
+);
+
+--
+-- Name: skiplock_spend_tokens(public.queue_limits, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_spend_tokens(l public.queue_limits, tenants text[], weights integer[], OUT tokens double precision, OUT tenant_tokens jsonb) RETURNS record
+    LANGUAGE sql STABLE
+    AS $$
+    WITH spent AS (
+        -- each job counts its weight up to the queue's weight_cap, as in the claim's admission
+        SELECT s.tenant, sum(least(s.weight, l.weight_cap)) AS w
+          FROM unnest(tenants, weights) AS s(tenant, weight) GROUP BY s.tenant
+    ), elapsed AS (
+        SELECT extract(epoch FROM now() - l.refilled_at) AS dt
+    ), buckets AS (
+        SELECT b.tenant,
+               least(l.tenant_burst, b.level + l.tenant_rate * (SELECT dt FROM elapsed))
+                 - coalesce((SELECT s.w FROM spent s WHERE s.tenant = b.tenant), 0) AS level
+          FROM (SELECT e.key AS tenant, e.value::float8 AS level FROM jsonb_each_text(l.tenant_tokens) e
+                UNION ALL
+                -- a tenant not in the map spends from a full bucket
+                SELECT s.tenant, l.tenant_burst FROM spent s
+                 WHERE s.tenant IS NOT NULL AND NOT (l.tenant_tokens ? s.tenant)) b
+    )
+    SELECT CASE WHEN l.rate IS NULL THEN l.tokens
+                ELSE least(l.burst, l.tokens + l.rate * (SELECT dt FROM elapsed)) - (SELECT sum(w) FROM spent) END,
+           CASE WHEN l.tenant_rate IS NULL THEN '{}'::jsonb
+                ELSE coalesce((SELECT jsonb_object_agg(b.tenant, b.level) FROM buckets b WHERE b.level < l.tenant_burst),
+                              '{}'::jsonb) END
+$$;
+
+--
+-- Name: skiplock_tenant_allowances(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.skiplock_tenant_allowances(p_queues text[]) RETURNS TABLE(queue text, tenant text, allow integer)
+    LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT l.queue, t.tenant,
+           greatest(0, coalesce(least(
+               l.tenant_concurrency - t.used,
+               floor(least(l.tenant_burst, (l.tenant_tokens ->> t.tenant)::float8
+                                           + l.tenant_rate * extract(epoch FROM now() - l.refilled_at)))::int),
+               2147483647))
+      FROM queue_limits l
+      CROSS JOIN LATERAL (
+          SELECT h.tenant, sum(h.weight)::int AS used
+            FROM (SELECT r.tenant, least(r.weight, l.weight_cap) AS weight FROM jobs r
+                   WHERE r.status = 'running' AND r.queue = l.queue AND r.tenant IS NOT NULL
+                  UNION ALL
+                  SELECT k.key, 0 FROM jsonb_object_keys(l.tenant_tokens) AS k(key)) h
+           GROUP BY h.tenant
+      ) t
+     WHERE l.queue = ANY(p_queues) AND (l.tenant_concurrency IS NOT NULL OR l.tenant_rate IS NOT NULL);
+END
+$$;
+
+--
 -- Name: skiplock_tenant_hops(text, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1500,6 +1602,7 @@ CREATE TABLE public.jobs (
     progress real,
     progress_message text,
     progress_at timestamp with time zone,
+    weight integer DEFAULT 1 NOT NULL,
     CONSTRAINT jobs_attempts_range CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT jobs_dependency_policy CHECK (((on_dependency_failure IS NULL) OR (on_dependency_failure = 'run'::text))),
     CONSTRAINT jobs_finished_iff_final CHECK (((status = ANY (ARRAY['succeeded'::public.job_status, 'failed'::public.job_status, 'dead'::public.job_status])) = (finished_at IS NOT NULL))),
@@ -1507,7 +1610,8 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_queue_name CHECK (((queue <> ''::text) AND (length(queue) <= 128))),
     CONSTRAINT jobs_running_has_lease CHECK (((status <> 'running'::public.job_status) OR ((worker_id IS NOT NULL) AND (lease_until IS NOT NULL)))),
     CONSTRAINT jobs_version_positive CHECK ((version >= 1)),
-    CONSTRAINT jobs_waiting_counts CHECK (((status <> 'waiting'::public.job_status) OR (waiting_on IS NOT NULL)))
+    CONSTRAINT jobs_waiting_counts CHECK (((status <> 'waiting'::public.job_status) OR (waiting_on IS NOT NULL))),
+    CONSTRAINT jobs_weight_positive CHECK ((weight >= 1))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false', fillfactor='80');
 
@@ -1590,24 +1694,6 @@ CREATE TABLE public.paused_queues (
     queue text NOT NULL,
     paused_at timestamp with time zone DEFAULT now() NOT NULL,
     paused_by text DEFAULT ''::text NOT NULL
-);
-
---
--- Name: queue_limits; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.queue_limits (
-    queue text NOT NULL,
-    concurrency integer,
-    rate double precision,
-    burst double precision,
-    tokens double precision DEFAULT 0 NOT NULL,
-    refilled_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_by text DEFAULT ''::text NOT NULL,
-    CONSTRAINT queue_limits_burst_check CHECK (((burst IS NULL) OR (burst >= (1)::double precision))),
-    CONSTRAINT queue_limits_concurrency_check CHECK (((concurrency IS NULL) OR (concurrency >= 1))),
-    CONSTRAINT queue_limits_rate_check CHECK (((rate IS NULL) OR (rate > (0)::double precision)))
 );
 
 --

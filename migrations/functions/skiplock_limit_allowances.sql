@@ -19,6 +19,11 @@
 -- hints, so between vacuums it also visits every job that has run since the last one (20,287
 -- entries, 5 ms after one 20,000-job drain, measured); enable_bitmapscan = off for this function.
 --
+-- Weights (migration 043): a running job holds its `weight` of the concurrency limit, up to the
+-- queue's weight_cap (its smallest limit), so the count is the sum of those. A row with only per-tenant limits (`limited`) is locked too:
+-- the same lock serializes its per-tenant counts (skiplock_tenant_allowances). `allow` is a weight
+-- budget, at most p_limit; a NULL p_limit bounds it only by the limits (2147483647 when there are none).
+--
 -- writes jobs: no
 CREATE OR REPLACE FUNCTION skiplock_limit_allowances(p_queues text[], p_limit int)
 RETURNS TABLE (queue text, allow int)
@@ -30,16 +35,17 @@ DECLARE
 BEGIN
     SELECT coalesce(array_agg(k.queue), '{}') INTO held
       FROM (SELECT l.queue FROM queue_limits l
-             WHERE l.queue = ANY(p_queues) AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL)
+             WHERE l.queue = ANY(p_queues) AND l.limited
              ORDER BY l.queue
                FOR UPDATE SKIP LOCKED) k;
     RETURN QUERY
     SELECT l.queue,
-           greatest(0, least(
+           greatest(0, coalesce(least(
                p_limit,
-               l.concurrency - (SELECT count(*) FROM jobs r
+               l.concurrency - (SELECT coalesce(sum(least(r.weight, l.weight_cap)), 0) FROM jobs r
                                  WHERE r.status = 'running' AND r.queue = l.queue)::int,
-               floor(least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)))::int))
+               floor(least(l.burst, l.tokens + l.rate * extract(epoch FROM now() - l.refilled_at)))::int),
+               2147483647))
       FROM queue_limits l
      WHERE l.queue = ANY(held);
 END

@@ -55,8 +55,8 @@ BEGIN
          WHERE j.id = last_id AND j.created_at = now()
            AND j.lock_key IS NULL AND octet_length(j.payload::text) < 7000
            AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = j.queue)
-           AND NOT EXISTS (SELECT 1 FROM queue_limits l
-                            WHERE l.queue = j.queue AND (l.concurrency IS NOT NULL OR l.rate IS NOT NULL));
+           -- a limited queue (global or per-tenant limits) is claimed only under its queue_limits row lock
+           AND NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = j.queue AND l.limited);
         IF job.id IS NOT NULL THEN
             -- This transaction's only job so far, unless one of the ids just below is ours too: one
             -- statement's ids, and this transaction's earlier ones, are drawn in order. (Not

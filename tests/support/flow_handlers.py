@@ -63,7 +63,7 @@ def v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return {"first": first, "last": last}
 
 
-for _queue in ("flow_keyed", "flow_tenant", "flow_limited", "flow_rate"):
+for _queue in ("flow_keyed", "flow_tenant", "flow_limited", "flow_rate", "flow_tenant_capped", "flow_tenant_rate"):
     task(_queue)(record)
 
 

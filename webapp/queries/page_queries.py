@@ -549,10 +549,16 @@ SELECT max((w.task_versions ->> %(queue)s)::int) FROM workers w
 
 
 def queue_flow(conn: Any, queue: str) -> dict[str, Any]:
-    """What templates/queues/_flow.html shows for one queue: limits, tenant backlogs, payload versions."""
+    """What templates/queues/_flow.html shows for one queue: limits (global and per tenant, with the tenants
+    holding some of theirs now), tenant backlogs, payload versions."""
     params = {"queue": queue, "cap": FLOW_CAP, "tenants": FLOW_TENANTS}
     limit = conn.execute(FLOW_LIMITS, params).fetchone()
+    from skiplock.core.features import limits  # the per-tenant limits and who is at them: the core's reads
+
+    per_tenant = next((r for r in limits.list_limits(conn) if r.queue == queue and r.tenant_limits), None)
     return {
+        "per_tenant": per_tenant,
+        "tenants_at": limits.tenants_at_limit(conn, queue, limit=FLOW_TENANTS) if per_tenant else [],
         "limit": None if limit is None else {"concurrency": limit[0], "rate": limit[1], "burst": limit[2],
                                              "updated_by": limit[3], "running": limit[4]},
         "tenants": [{"tenant": t, "backlog": n} for t, n in conn.execute(FLOW_TENANT_BACKLOG, params)],

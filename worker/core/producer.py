@@ -68,6 +68,7 @@ class JobSpec(NamedTuple):
     lock_key: str | None = None  # at most one job per key runs at a time
     tenant: str | None = None  # claims take a queue's tenants round-robin
     version: int = 1  # the payload's version: the task's @task(version=...) unless given
+    weight: int = 1  # how much of its queue's concurrency and rate limits the job takes
 
 
 # Queue names already validated in this process: a bulk enqueue names the same few queues
@@ -226,6 +227,7 @@ def build_spec(
     lock_key: str | None = None,
     tenant: str | None = None,
     version: int | None = None,
+    weight: int = 1,
 ) -> JobSpec:
     """Validate one job's arguments into a JobSpec; raises EnqueueError on the first problem."""
     if max_payload_bytes is None:
@@ -242,6 +244,7 @@ def build_spec(
         lock_key,
         tenant,
         version,
+        _validate_int("weight", weight, minimum=1),
     )
 
 
@@ -280,14 +283,14 @@ def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., r
             delay: float | timedelta | None = ..., unique_key: None = ..., unique_for: None = ...,
             max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
-            version: int | None = ..., depends_on: Iterable[int] | None = ...,
+            version: int | None = ..., weight: int = ..., depends_on: Iterable[int] | None = ...,
             on_dependency_failure: str = ...) -> int: ...
 @overload
 def enqueue(queue: str, payload: Any, *, conn: Any = ..., priority: int = ..., run_at: datetime | None = ...,
             delay: float | timedelta | None = ..., unique_key: str | None, unique_for: float | timedelta | None = ...,
             max_attempts: int | None = ...,
             on_conflict: str = ..., lock_key: str | None = ..., tenant: str | None = ...,
-            version: int | None = ..., depends_on: Iterable[int] | None = ...,
+            version: int | None = ..., weight: int = ..., depends_on: Iterable[int] | None = ...,
             on_dependency_failure: str = ...) -> int | None: ...
 
 
@@ -306,6 +309,7 @@ def enqueue(
     lock_key: str | None = None,
     tenant: str | None = None,
     version: int | None = None,
+    weight: int = 1,
     depends_on: Iterable[int] | None = None,
     on_dependency_failure: str = "dead",
 ) -> int | None:
@@ -318,7 +322,8 @@ def enqueue(
     after this enqueue, whatever the job's state: a second enqueue with it returns the first job's id and
     writes nothing (see skiplock.core.unique_for). `lock_key`: at most one job per key runs at a time,
     across all workers (default: the task's @task(lock_key=...)). `tenant`: claims take tenants round-robin.
-    `version`: the payload's version (default: the task's @task(version=...), else 1).
+    `version`: the payload's version (default: the task's @task(version=...), else 1). `weight` (>= 1): how
+    much the job counts toward its queue's concurrency and rate limits, global and per tenant.
 
     `depends_on`: ids of jobs this one waits for. It becomes ready, in the same transaction as the
     last parent's success, once every parent has succeeded; a parent already done counts at once,
@@ -341,7 +346,8 @@ def enqueue(
         if unique_key is None or on_conflict != "ignore" or depends_on is not None:
             raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
     options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
-               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version}
+               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version,
+               "weight": weight}
     if depends_on is not None or on_dependency_failure != "dead":
         specs, parents, policies = one_linked_job(queue, payload, on_conflict, depends_on, on_dependency_failure,
                                                   options)
@@ -377,7 +383,7 @@ def _one_job_statement(queue: str, payload: Any, trace_context: str | None = Non
         raise EnqueueError(f"on_conflict={on_conflict!r} needs a unique_key to conflict on")
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts, "lock_key": spec.lock_key,
-              "tenant": spec.tenant, "version": spec.version}
+              "tenant": spec.tenant, "version": spec.version, "weight": spec.weight}
     traced = trace_context is not None
     if traced:  # OpenTelemetry: the enqueuing span's context travels with the row
         params["trace_context"] = trace_context
@@ -397,7 +403,7 @@ def enqueue_many(
     """Enqueue many jobs with one INSERT; return the ids of the jobs inserted.
 
     Each item is `(queue, payload)` or a mapping with the keyword arguments of `enqueue`
-    (queue, payload, priority, run_at, delay, unique_key, max_attempts, lock_key, tenant, version;
+    (queue, payload, priority, run_at, delay, unique_key, max_attempts, lock_key, tenant, version, weight;
     on_conflict is enqueue's alone: collapsed items here are always ignored). Every item is
     validated before anything is sent; jobs collapsed by unique_key are left out of the result.
     `conn` is as for `enqueue`. `depends_on` and `on_dependency_failure` (as for `enqueue`) apply to
@@ -557,6 +563,7 @@ def _many_params(specs: list[JobSpec]) -> dict[str, Any]:
         "lock_keys": [s.lock_key for s in specs],
         "tenants": [s.tenant for s in specs],
         "versions": [s.version for s in specs],
+        "weights": [s.weight for s in specs],
     }
 
 
@@ -573,5 +580,5 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
         with cur.copy(JOBS_ENQUEUE_SQL.copy_jobs) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
                 copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts,
-                                spec.version))
+                                spec.version, spec.weight))
     return ids

@@ -99,13 +99,14 @@ async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: 
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
                         unique_key: None = ..., max_attempts: int | None = ..., on_conflict: str = ...,
                         lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...,
-                        depends_on: Iterable[int] | None = ..., on_dependency_failure: str = ...) -> int: ...
+                        weight: int = ..., depends_on: Iterable[int] | None = ...,
+                        on_dependency_failure: str = ...) -> int: ...
 @overload
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
                         unique_key: str | None, max_attempts: int | None = ..., on_conflict: str = ...,
                         lock_key: str | None = ..., tenant: str | None = ...,
-                        version: int | None = ..., depends_on: Iterable[int] | None = ...,
+                        version: int | None = ..., weight: int = ..., depends_on: Iterable[int] | None = ...,
                         on_dependency_failure: str = ...) -> int | None: ...
 
 
@@ -123,16 +124,18 @@ async def enqueue_async(
     lock_key: str | None = None,
     tenant: str | None = None,
     version: int | None = None,
+    weight: int = 1,
     depends_on: Iterable[int] | None = None,
     on_dependency_failure: str = "dead",
 ) -> int | None:
     """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight
-    (on_conflict, lock_key, tenant, version, depends_on and on_dependency_failure as for `enqueue`)."""
+    (on_conflict, lock_key, tenant, version, weight, depends_on and on_dependency_failure as for `enqueue`)."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
     await _refresh_task_defaults(conn, [queue])
     options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
-               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version}
+               "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version,
+               "weight": weight}
     if depends_on is not None or on_dependency_failure != "dead":
         specs, parents, policies = one_linked_job(queue, payload, on_conflict, depends_on, on_dependency_failure,
                                                   options)

@@ -56,7 +56,17 @@ SELECT j.id, j.queue, j.status::text AS status, j.priority, j.run_at, j.lease_un
          LIMIT 1) AS key_holder,
        l.concurrency AS limit_concurrency, l.rate AS limit_rate,
        CASE WHEN l.concurrency IS NOT NULL THEN
-           (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = j.queue) END AS limit_running,
+           (SELECT sum(least(r.weight, l.weight_cap)) FROM jobs r
+             WHERE r.status = 'running' AND r.queue = j.queue) END AS limit_running,
+       -- per-tenant limits and weights (migration 043): what the job counts, what its tenant runs and
+       -- may still start (skiplock_tenant_allowances: no row while the tenant holds nothing)
+       j.tenant, least(j.weight, l.weight_cap) AS counts, l.tenant_concurrency, l.tenant_rate, l.tenant_cap,
+       CASE WHEN j.tenant IS NOT NULL AND l.tenant_cap IS NOT NULL THEN
+           (SELECT sum(least(r.weight, l.weight_cap)) FROM jobs r
+             WHERE r.status = 'running' AND r.queue = j.queue AND r.tenant = j.tenant) END AS tenant_running,
+       CASE WHEN j.tenant IS NOT NULL AND l.tenant_cap IS NOT NULL THEN
+           coalesce((SELECT a.allow FROM skiplock_tenant_allowances(ARRAY[j.queue]) a WHERE a.tenant = j.tenant),
+                    l.tenant_cap) END AS tenant_allow,
        v.worker_version,
        -- the row's own part of "claimable now", the claim's and the hand-off's one definition
        -- (migrations/functions/skiplock_claimable.sql); the version as a live worker knows it
@@ -85,7 +95,8 @@ SELECT now() AS now, p.paused_by, p.paused_at,
        -- the queue's global limits (migration 009) and how many of its jobs run now
        l.concurrency AS limit_concurrency, l.rate AS limit_rate,
        CASE WHEN l.concurrency IS NOT NULL THEN
-           (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = %(queue)s) END AS limit_running,
+           (SELECT sum(least(r.weight, l.weight_cap)) FROM jobs r
+             WHERE r.status = 'running' AND r.queue = %(queue)s) END AS limit_running,
        -- a worker holding a lease that ran out is not counted: it may be dead, its row not yet stale
        (SELECT count(*) FROM workers w WHERE w.last_seen > now() - make_interval(secs => %(live)s)
            AND NOT EXISTS (SELECT 1 FROM jobs x WHERE x.status = 'running' AND x.lease_until < now()
@@ -223,6 +234,26 @@ def _limits(f: dict[str, Any]) -> Reason | None:
     return None
 
 
+def _tenant_limit(f: dict[str, Any], queue: str) -> Reason | None:
+    """The job's tenant is at its per-tenant limit: what it may still start is less than the job counts."""
+    allow, counts, tenant = f["tenant_allow"], f["counts"], f["tenant"]
+    if allow is None or allow >= counts:
+        return None
+    running, cap = int(f["tenant_running"] or 0), f["tenant_concurrency"]
+    weighs = f" (this job counts {counts})" if counts > 1 else ""
+    facts = {"tenant": tenant, "running": running, "tenant_concurrency": cap, "tenant_rate": f["tenant_rate"],
+             "allow": allow}
+    if cap is not None and running + counts > cap:
+        return Reason("tenant_limit", f"Its tenant {tenant!r} is at its per-tenant limit of queue {queue}: {running} "
+                      f"of {cap} running{weighs}, and each tenant may run at most {cap} at once across all workers "
+                      "(skiplock queues limit --per-tenant-concurrency). It starts when one of its tenant's jobs "
+                      "finishes; other tenants' jobs go on meanwhile.", facts=facts)
+    return Reason("tenant_limit", f"Its tenant {tenant!r} is at its per-tenant rate limit of queue {queue}: each "
+                  f"tenant starts at most {f['tenant_rate']:g} per second (skiplock queues limit --per-tenant-rate), "
+                  f"and {tenant!r} has used its share for now{weighs}. It starts as the tenant's bucket refills; "
+                  "other tenants' jobs go on meanwhile.", facts=facts)
+
+
 def _version(f: dict[str, Any]) -> Reason | None:
     newest = f["worker_version"]
     if newest is None or f["version"] <= newest:
@@ -301,7 +332,7 @@ def for_job(conn: psycopg.Connection, job_id: int, reaper_interval: float = 5.0)
     # the row's own reasons (due, version) only when skiplock_claimable says the row is not claimable
     row = [] if f["row_claimable"] else [_scheduled(f), _version(f)]
     found = [_paused(f, queue), *row[:1], _no_worker(f, queue), *row[1:], _lock_key(f), _limits(f),
-             _behind(f), _busy(f, queue)]
+             _tenant_limit(f, queue), _behind(f), _busy(f, queue)]
     return [r for r in found if r is not None]
 
 
@@ -320,6 +351,24 @@ def _queue_limits(f: dict[str, Any], queue: str) -> Reason | None:
     return None
 
 
+TENANTS_NAMED = 5  # tenants at their limit named in a queue's reasons
+
+
+def _tenants_at_limit(conn: psycopg.Connection, queue: str) -> Reason | None:
+    """The tenants of `queue` at their per-tenant limit now: their jobs wait while the other tenants' run."""
+    from skiplock.core.features.limits import tenants_at_limit
+
+    at = [t for t in tenants_at_limit(conn, queue, limit=TENANTS_NAMED + 1) if t.allow == 0]
+    if not at:
+        return None
+    named = ", ".join(f"{t.tenant!r} ({t.running} running)" for t in at[:TENANTS_NAMED])
+    more = " and more" if len(at) > TENANTS_NAMED else ""
+    return Reason("tenant_limit", f"Tenant(s) of {queue} at their per-tenant limit: {named}{more}. Their ready jobs "
+                  "wait for their own running ones (or their rate) while the other tenants' jobs run "
+                  "(skiplock queues limit --per-tenant-concurrency / --per-tenant-rate).", blocking=False,
+                  facts={"tenants": [t.tenant for t in at[:TENANTS_NAMED]]})
+
+
 def for_queue(conn: psycopg.Connection, queue: str, reaper_interval: float = 5.0) -> list[Reason]:
     """The reasons a queue's ready jobs are not being run now (empty when its jobs can run)."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -328,7 +377,7 @@ def for_queue(conn: psycopg.Connection, queue: str, reaper_interval: float = 5.0
     found = [_paused(f, queue)]
     if f["ready"]:
         # only worth saying when there is ready work that waits for it
-        found += [_no_worker(f, queue), _queue_limits(f, queue), _busy(f, queue)]
+        found += [_no_worker(f, queue), _queue_limits(f, queue), _tenants_at_limit(conn, queue), _busy(f, queue)]
     if f["expired_leases"]:
         found.append(Reason("lease_expired", f"{_count(f['expired_leases'])} running job(s) of {queue} have an "
                             f"expired lease: their workers stopped heartbeating. {_reaper_when(f, reaper_interval)}",

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core.errors import EnqueueError, SkiplockError
+from skiplock.core.errors import ConfigError, EnqueueError, SkiplockError
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.logs import configure_logging
 from skiplock.tools.commands import COMMANDS, command
@@ -131,14 +131,18 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _queues_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("limit", "limits"),
-                   help="limit: set or clear one queue's global limits; limits: list every limited queue")
+                   help="limit: set or clear one queue's limits; limits: list every limited queue")
     p.add_argument("queue", nargs="?", help="the queue (for limit)")
     p.add_argument("--concurrency", help="most jobs of the queue running at once, all workers together "
                    "('none' removes it)")
     p.add_argument("--rate", help="most jobs started per second, e.g. 100/s, 30/m ('none' removes it)")
     p.add_argument("--burst", type=float, help="rate tolerance: extra jobs any one second may start "
                    "(default rate/10, at least 1)")
-    p.add_argument("--clear", action="store_true", help="remove both limits")
+    p.add_argument("--per-tenant-concurrency", help="most jobs of each tenant running at once ('none' removes it)")
+    p.add_argument("--per-tenant-rate", help="most jobs of each tenant started per second, e.g. 10/s "
+                   "('none' removes it)")
+    p.add_argument("--per-tenant-burst", type=float, help="each tenant's rate tolerance (default rate/10, at least 1)")
+    p.add_argument("--clear", action="store_true", help="remove every limit, global and per tenant")
 
 
 def _print_limits(conn: psycopg.Connection) -> None:
@@ -150,10 +154,22 @@ def _print_limits(conn: psycopg.Connection) -> None:
     for r in rows:
         conc = f"concurrency {r.concurrency} ({r.running} running)" if r.concurrency else f"{r.running} running"
         rate = f"rate {r.rate:g}/s burst {r.burst:g}" if r.rate else "no rate limit"
-        print(f"{r.queue}: {conc}, {rate}" + (f"  [set by {r.updated_by}]" if r.updated_by else ""))
+        tenant = ""
+        if r.tenant_limits:
+            each = [f"concurrency {r.tenant_concurrency}"] if r.tenant_concurrency else []
+            each += [f"rate {r.tenant_rate:g}/s burst {r.tenant_burst:g}"] if r.tenant_rate and r.tenant_burst else []
+            tenant = "; per tenant: " + ", ".join(each)
+        print(f"{r.queue}: {conc}, {rate}{tenant}" + (f"  [set by {r.updated_by}]" if r.updated_by else ""))
 
 
-@command("queues", "global per-queue limits: queues limit QUEUE --concurrency N --rate 100/s", _queues_args)
+def _changes_limits(args: argparse.Namespace) -> bool:
+    return args.clear or any(v is not None for v in (
+        args.concurrency, args.rate, args.burst, args.per_tenant_concurrency, args.per_tenant_rate,
+        args.per_tenant_burst))
+
+
+@command("queues", "per-queue limits: queues limit QUEUE --concurrency N --rate 100/s --per-tenant-concurrency N",
+         _queues_args)
 def _queues(args: argparse.Namespace) -> int:
     import getpass
 
@@ -162,39 +178,71 @@ def _queues(args: argparse.Namespace) -> int:
 
     url = load_settings().require_database_url()
     with connect(url, "skiplock-cli") as conn:
-        if args.action == "limits" or (args.queue and args.concurrency is None and args.rate is None
-                                       and not args.clear):
+        if args.action == "limits" or (args.queue and not _changes_limits(args)):
             _print_limits(conn)
             return 0
         if not args.queue:
             raise SkiplockError("queues limit needs a QUEUE")
         current = {r.queue: r for r in limits.list_limits(conn)}.get(args.queue)
-        # an option not given keeps its current value; 'none' removes it
-        concurrency = current.concurrency if current else None
-        rate = current.rate if current else None
-        burst = args.burst if args.burst is not None else (current.burst if current and args.rate is None else None)
-        if args.concurrency is not None:
-            concurrency = None if args.concurrency == "none" else _whole(args.concurrency)
-        if args.rate is not None:
-            rate = None if args.rate == "none" else limits.parse_rate(args.rate)
-        if args.clear:
-            concurrency = rate = None
+        # every value is parsed and checked before anything is written; an option not given keeps its
+        # current value, 'none' removes it
+        wanted = _global_limits(args, current) if not args.clear else {"concurrency": None, "rate": None, "burst": None}
+        per_tenant = _tenant_limits(args, current) if not args.clear else {"concurrency": None, "rate": None,
+                                                                           "burst": None}
         actor = f"cli:{getpass.getuser()}"
         with conn.transaction():  # the change and its audit row commit together
-            limits.set_limit(conn, args.queue, concurrency=concurrency, rate=rate, burst=burst, actor=actor)
+            limits.set_limit(conn, args.queue, actor=actor, **wanted)
+            limits.set_tenant_limit(conn, args.queue, actor=actor, **per_tenant)
             audit.record(conn, actor, "cli", "set queue limits", 1,
-                         {"queue": args.queue, "concurrency": concurrency, "rate": rate, "burst": burst})
+                         {"queue": args.queue, **wanted, **{f"per_tenant_{k}": v for k, v in per_tenant.items()}})
         _print_limits(conn)
     return 0
 
 
-def _whole(text: str) -> int:
+def _global_limits(args: argparse.Namespace, current: Any) -> dict[str, Any]:
+    """The queue's global limits after this command: set_limit's keywords, checked."""
+    from skiplock.core.features import limits
+
+    concurrency = current.concurrency if current else None
+    rate = current.rate if current else None
+    burst = args.burst if args.burst is not None else (current.burst if current and args.rate is None else None)
+    if args.concurrency is not None:
+        concurrency = None if args.concurrency == "none" else _whole("--concurrency", args.concurrency)
+    if args.rate is not None:
+        rate = None if args.rate == "none" else limits.parse_rate(args.rate)
+    rate, burst = limits.checked_rate(rate, burst)
+    return {"concurrency": concurrency, "rate": rate, "burst": burst}
+
+
+def _tenant_limits(args: argparse.Namespace, current: Any) -> dict[str, Any]:
+    """The queue's per-tenant limits after this command: set_tenant_limit's keywords, checked."""
+    from skiplock.core.features import limits
+
+    concurrency = current.tenant_concurrency if current else None
+    rate = current.tenant_rate if current else None
+    burst = (args.per_tenant_burst if args.per_tenant_burst is not None
+             else (current.tenant_burst if current and args.per_tenant_rate is None else None))
+    if args.per_tenant_concurrency is not None:
+        concurrency = (None if args.per_tenant_concurrency == "none"
+                       else _whole("--per-tenant-concurrency", args.per_tenant_concurrency))
+    try:
+        if args.per_tenant_rate is not None:
+            rate = None if args.per_tenant_rate == "none" else limits.parse_rate(args.per_tenant_rate)
+        if rate is None and args.per_tenant_burst is not None:
+            raise ConfigError("burst needs a rate: give --per-tenant-rate too")
+        rate, burst = limits.checked_rate(rate, burst)
+    except ConfigError as exc:  # say which option: the same words describe the global rate
+        raise SkiplockError(f"per-tenant {exc}") from None
+    return {"concurrency": concurrency, "rate": rate, "burst": burst}
+
+
+def _whole(option: str, text: str) -> int:
     from skiplock.core.features.limits import check_concurrency
 
     try:
         return check_concurrency(int(text))
     except ValueError:
-        raise SkiplockError(f"--concurrency must be a whole number >= 1 or 'none', got {text!r}") from None
+        raise SkiplockError(f"{option} must be a whole number >= 1 or 'none', got {text!r}") from None
 
 
 # ---- dev ------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     _filters(lst)
     lst.add_argument("--limit", type=int, default=50, help="most jobs to list (default 50)")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = sub.add_parser("show", help="one job: state, attempts, times, payload and full last error")
+    show = sub.add_parser("show", help="one job: state, attempts, times, payload, full last error, and why it is "
+                                       "not running")
     show.add_argument("job_id", type=int)
     show.add_argument("--json", action="store_true", help="as one JSON object")
     for name, verb in (("retry", "queue again now, attempts reset"), ("purge", "delete")):
@@ -162,6 +163,11 @@ def _show(conn: psycopg.Connection, args: argparse.Namespace) -> int:
         print(f"{key + ':':<13} {value if value is not None else '-'}")
     print("payload:\n" + json.dumps(job["payload"], indent=2, default=str))
     print("last_error:\n" + (job["last_error"] or "-"))
+    from skiplock.monitor import why  # the console's "why isn't it running", in the same words
+
+    reasons = why.for_job(conn, args.job_id) or []
+    if reasons:
+        print("why it is not running:\n" + "\n".join(f"  - {r.text}" for r in reasons))
     return 0
 
 

@@ -10,6 +10,10 @@ workers on all machines together:
   spent by each claim. Over any one-second window at most R + B jobs start: B is the stated
   tolerance, max(1, R/10) unless set.
 Set them with `skiplock queues limit`, the console, or @task(concurrency=..., rate=...).
+
+Per-tenant limits (set_tenant_limit) hold each tenant of the queue (the jobs' `tenant`) on top of the
+global ones: at most N of its jobs running, at most R per second started (a bucket per tenant), decided
+by the same claim under the same row lock. A job's `weight` counts toward every one of these limits.
 """
 
 from __future__ import annotations
@@ -25,28 +29,13 @@ from typing import Any
 import psycopg
 
 from skiplock.core.errors import ConfigError
+from skiplock.core.sql import queries
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 REFRESH_SECONDS = 1.0  # how stale a worker's view of which queues are limited may be (see LimitsView)
 
-UPSERT_LIMIT = """
-INSERT INTO queue_limits AS l (queue, concurrency, rate, burst, tokens, refilled_at, updated_by)
-VALUES (%(queue)s, %(concurrency)s::int, %(rate)s::float8, %(burst)s::float8, coalesce(%(burst)s::float8, 0), now(),
-        %(actor)s)
-ON CONFLICT (queue) DO UPDATE
-   SET concurrency = EXCLUDED.concurrency, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
-       tokens = least(coalesce(EXCLUDED.burst, 0), l.tokens), updated_at = now(), updated_by = EXCLUDED.updated_by
-RETURNING queue
-"""
-DELETE_LIMIT = "DELETE FROM queue_limits WHERE queue = %(queue)s RETURNING queue"
-# Every limit, with the queue's running count (what the console and /metrics show).
-LIST_LIMITS = """
-SELECT l.queue, l.concurrency, l.rate, l.burst, l.updated_at, l.updated_by,
-       (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = l.queue) AS running
-  FROM queue_limits l
- WHERE l.concurrency IS NOT NULL OR l.rate IS NOT NULL
- ORDER BY l.queue
-"""
+# The statements: worker/core/sql/queue_limits.sql.
+_SQL = "queue_limits"
 
 
 @dataclass(frozen=True)
@@ -57,8 +46,30 @@ class QueueLimit:
     concurrency: int | None
     rate: float | None  # claims per second
     burst: float | None  # token bucket size: the tolerance over any one-second window
-    running: int = 0
+    running: int = 0  # the running jobs' weight (a job counts its weight)
     updated_by: str = ""
+    tenant_concurrency: int | None = None  # the most one tenant has running at once
+    tenant_rate: float | None = None  # starts per second, per tenant
+    tenant_burst: float | None = None  # each tenant's bucket size
+
+    @property
+    def global_limits(self) -> bool:
+        """Whether the queue has a global limit (not only per-tenant ones)."""
+        return self.concurrency is not None or self.rate is not None
+
+    @property
+    def tenant_limits(self) -> bool:
+        """Whether the queue has per-tenant limits."""
+        return self.tenant_concurrency is not None or self.tenant_rate is not None
+
+
+@dataclass(frozen=True)
+class TenantAtLimit:
+    """A tenant holding some of its queue's per-tenant limits now."""
+
+    tenant: str
+    running: int  # its running jobs' weight
+    allow: int  # the weight it may still start now: 0 = at its limit
 
 
 # Bounds that keep a typo (or a hostile form value) from reaching the database as an overflow:
@@ -101,33 +112,59 @@ def default_burst(rate: float) -> float:
     return max(1.0, rate / 10.0)
 
 
+def checked_rate(rate: float | str | None, burst: float | None) -> tuple[float | None, float | None]:
+    """(rate per second, burst) validated, the burst defaulted; (None, None) without a rate."""
+    if rate is None:
+        return None, None
+    per_second = parse_rate(rate)
+    burst = default_burst(per_second) if burst is None else burst
+    if isinstance(burst, bool) or not isinstance(burst, int | float) or not math.isfinite(burst) or burst < 1:
+        raise ConfigError(f"burst must be a number >= 1, got {burst!r}")
+    return per_second, float(burst)
+
+
 def set_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, rate: float | str | None,
               burst: float | None = None, actor: str = "") -> None:
-    """Set (replace) `queue`'s limits; with neither limit the queue becomes unlimited."""
-    if concurrency is None and rate is None:
-        clear_limit(conn, queue)
-        return
+    """Set (replace) `queue`'s global limits; with neither, it has no global limit (its per-tenant
+    limits, if any, stay)."""
     if concurrency is not None:
         check_concurrency(concurrency)
-    if rate is not None:
-        rate = parse_rate(rate)
-        burst = default_burst(rate) if burst is None else float(burst)
-        if not math.isfinite(burst) or burst < 1:
-            raise ConfigError(f"burst must be >= 1, got {burst}")
-    else:
-        burst = None
-    conn.execute(UPSERT_LIMIT, {"queue": queue, "concurrency": concurrency, "rate": rate, "burst": burst,
-                                "actor": actor})
+    per_second, burst = checked_rate(rate, burst)
+    conn.execute(queries(_SQL).upsert_global, {"queue": queue, "concurrency": concurrency, "rate": per_second,
+                                               "burst": burst, "actor": actor})
+
+
+def set_tenant_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, rate: float | str | None,
+                     burst: float | None = None, actor: str = "") -> None:
+    """Set (replace) `queue`'s per-tenant limits: each tenant at most `concurrency` running (its jobs'
+    weights summed) and `rate` started per second ("10/s"; bucket `burst`, default rate/10, at least 1).
+    With neither, the queue has no per-tenant limit (its global limits, if any, stay). Everything is
+    checked before anything is written: a bad value raises ConfigError and changes nothing."""
+    if concurrency is not None:
+        check_concurrency(concurrency)
+    if rate is None and burst is not None:  # a burst alone would be dropped without a word
+        raise ConfigError("a per-tenant burst needs a per-tenant rate")
+    per_second, burst = checked_rate(rate, burst)
+    conn.execute(queries(_SQL).upsert_per_tenant, {"queue": queue, "concurrency": concurrency,
+                                                   "rate": per_second, "burst": burst, "actor": actor})
 
 
 def clear_limit(conn: psycopg.Connection, queue: str) -> bool:
-    """Remove `queue`'s limits; True if it had some."""
-    return conn.execute(DELETE_LIMIT, {"queue": queue}).fetchone() is not None
+    """Remove every limit of `queue`, global and per-tenant; True if it had some."""
+    row = conn.execute(queries(_SQL).delete_limits, {"queue": queue}).fetchone()
+    return bool(row and row[0])
 
 
 def list_limits(conn: psycopg.Connection) -> list[QueueLimit]:
-    """Every limited queue, with its running count now."""
-    return [QueueLimit(r[0], r[1], r[2], r[3], int(r[6]), r[5]) for r in conn.execute(LIST_LIMITS)]
+    """Every limited queue, with its running weight now."""
+    return [QueueLimit(r[0], r[1], r[2], r[3], int(r[6]), r[5], r[7], r[8], r[9])
+            for r in conn.execute(queries(_SQL).list_limits)]
+
+
+def tenants_at_limit(conn: psycopg.Connection, queue: str, limit: int = 20) -> list[TenantAtLimit]:
+    """The tenants of `queue` holding some of its per-tenant limits now, those at the limit first."""
+    rows = conn.execute(queries(_SQL).tenants_at_limit, {"queue": queue, "limit": limit}).fetchall()
+    return [TenantAtLimit(r[0], int(r[1]), int(r[2])) for r in rows]
 
 
 def apply_task_limits(conn: psycopg.Connection, tasks: Sequence[Any]) -> list[str]:
@@ -167,10 +204,11 @@ class LimitsView:
             if not force and now - self._at < REFRESH_SECONDS:
                 return self.limited
             self._at = now
-        from skiplock.core.sql import queries
-
         rows = conn.execute(queries("jobs_claim").limits_of, {"queues": self.queues}).fetchall()
-        self.rates = {r[0]: (float(r[2]), float(r[3] or 1.0)) for r in rows if r[2] is not None}
+        # the quicker bucket of the two (global, per tenant) sets how soon an idle worker looks again
+        self.rates = {r[0]: min(((float(rate), float(burst or 1.0)) for rate, burst in ((r[2], r[3]), (r[4], r[5]))
+                                 if rate is not None), key=lambda rb: rb[1] / rb[0])
+                      for r in rows if r[2] is not None or r[4] is not None}
         self.limited = frozenset(r[0] for r in rows)
         return self.limited
 
