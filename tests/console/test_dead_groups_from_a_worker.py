@@ -18,7 +18,7 @@ from tests.support.helpers import scalar, wait_for
 
 KINDS = {"connection": 5, "value": 4, "key": 3, "chained": 2}
 GROUPS = {
-    "connection": "ConnectionError: POST https://api.example.com/orders/<n>?…: <n>",
+    "connection": "ConnectionError: POST https://api.example.com/orders/<n>?…: 503",
     "value": "ValueError: order <n> has no shipping address",
     "key": "KeyError: 'sku-<n>'",
     "chained": "tests.support.failing_handlers.PaymentDeclined: card ending <n> declined",
