@@ -94,9 +94,10 @@ def _read_shape(conn: psycopg.Connection, root: int, nodes: dict[int, tuple[str,
         finished = [job_id for job_id, (state, _) in nodes.items() if state in FINAL_STATES]
         gone = cur.execute(wq.WORKFLOW_GONE, {"seeds": sorted(seeds), "finished": finished, "cap": MAX_NODES,
                                               "root": root})
-        gone_ids, gone_states, gone_parents, gone_children = gone.fetchone() or ([], [], [], [])
+        gone_ids, gone_states, gone_queues, gone_parents, gone_children = gone.fetchone() or ([], [], [], [], [])
     everything = dict(nodes)
-    everything.update((job_id, (state, None)) for job_id, state in zip(gone_ids, gone_states, strict=True))
+    everything.update((job_id, (state, queue))
+                      for job_id, state, queue in zip(gone_ids, gone_states, gone_queues, strict=True))
     return everything, [*parents, *gone_parents], [*children, *gone_children]
 
 

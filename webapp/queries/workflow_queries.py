@@ -14,9 +14,16 @@ _STATE = """coalesce(j.status::text, r.state::text,
          (SELECT s.parent_state::text FROM job_deps s WHERE s.parent = x.id AND s.parent_state IS NOT NULL LIMIT 1),
          'succeeded')"""
 
+# The queue (the task) of job `x.id` whether or not its row is left: the row's, else what an edge into it
+# or out of it recorded when it was made (migration 048; NULL for edges made before it).
+_QUEUE = """coalesce(j.queue,
+         (SELECT s.child_queue FROM job_deps s WHERE s.child = x.id AND s.child_queue IS NOT NULL LIMIT 1),
+         (SELECT s.parent_queue FROM job_deps s WHERE s.parent = x.id AND s.parent_queue IS NOT NULL LIMIT 1))"""
+
 # A job's parents (or dependents): the first %(limit)s by id, each with its state and queue.
 JOB_PARENTS = f"""
-SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.id IS NOT NULL AS row_kept
+SELECT x.id, coalesce(j.queue, e.parent_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
+       j.id IS NOT NULL AS row_kept
   FROM job_deps e
   CROSS JOIN LATERAL (SELECT e.parent AS id) x
   LEFT JOIN jobs j ON j.id = x.id
@@ -26,7 +33,8 @@ SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.i
  LIMIT %(limit)s
 """
 JOB_DEPENDENTS = f"""
-SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.id IS NOT NULL AS row_kept
+SELECT x.id, coalesce(j.queue, e.child_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
+       j.id IS NOT NULL AS row_kept
   FROM job_deps e
   CROSS JOIN LATERAL (SELECT e.child AS id) x
   LEFT JOIN jobs j ON j.id = x.id
@@ -99,7 +107,7 @@ SELECT coalesce(array_agg(e.parent), '{}'), coalesce(array_agg(e.child), '{}')
 # and the parents without a row of WORKFLOW_MEMBER_EDGES (%(seeds)s), and the children without a
 # row of the finished jobs with one (%(finished)s); it follows job_deps to children without a row.
 # Each comes with its final state (its stored result, else the state its out-edges recorded, else
-# succeeded: delete removes a row only at a success), and the edges into them.
+# succeeded: delete removes a row only at a success) and its queue (_QUEUE), and the edges into them.
 WORKFLOW_GONE = f"""
 WITH RECURSIVE gone(id) AS (
     SELECT x FROM unnest(%(seeds)s::bigint[]) AS x WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = x)
@@ -115,8 +123,9 @@ WITH RECURSIVE gone(id) AS (
 ), g AS MATERIALIZED (
     SELECT id FROM gone LIMIT %(cap)s
 )
-SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'), coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}')
-  FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states
+SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'), coalesce(n.queues, '{{}}'),
+       coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}')
+  FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states, array_agg({_QUEUE}) AS queues
           FROM g x LEFT JOIN jobs j ON j.id = x.id LEFT JOIN job_results r ON r.job_id = x.id) n,
        (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children
           FROM g JOIN job_deps p ON p.child = g.id) e
@@ -156,7 +165,7 @@ SELECT x.id, j.queue, {_STATE} AS state
 """
 # The final states of jobs whose rows are gone (or of any job: its row's state if it has one).
 JOB_FINAL_STATES = f"""
-SELECT x.id, {_STATE} AS state
+SELECT x.id, {_STATE} AS state, {_QUEUE} AS queue
   FROM unnest(%(ids)s::bigint[]) AS x(id)
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
