@@ -21,7 +21,7 @@ from skiplock.monitor import why
 from skiplock.webapp import db, filters
 from skiplock.webapp.pages.jobs import stack
 from skiplock.webapp.queries import page_queries, workflow_queries
-from skiplock.webapp.shared import edit_form, job_links, timeline
+from skiplock.webapp.shared import attempt_groups, edit_form, job_links, timeline
 from skiplock.webapp.web import audit, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -80,7 +80,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
                     edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts,
-                    stack=stack_row, **durable)
+                    stack=stack_row, attempt_groups=attempt_groups.group(job.get("attempt_errors")), **durable)
     response.status_code = code
     return response
 
