@@ -7,6 +7,8 @@ outlives the row: its stored result (job_results) and the state its edges record
 
 from __future__ import annotations
 
+from skiplock.core.error_summary import HEADLINE_SQL
+
 # The state of job `x.id` whether or not its row is left: the row's, else its stored result's (or
 # a purge's tombstone), else what an edge recorded when it finished as a parent, else succeeded
 # (history mode delete removes a row only at a success).
@@ -170,9 +172,11 @@ SELECT x.id, {_STATE} AS state, {_QUEUE} AS queue
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
 """
-# A batch's members in the given states, the first %(limit)s (an index range on jobs_batch_idx).
-BATCH_MEMBERS = """
-SELECT id, queue, status::text AS state, progress
+# A batch's members in the given states, the first %(limit)s (an index range on jobs_batch_idx), each with its
+# attempts and last error: a queued member that has failed before is waiting to retry, not untouched.
+BATCH_MEMBERS = f"""
+SELECT id, queue, status::text AS state, progress, attempts, max_attempts, run_at, run_at > now() AS scheduled,
+       {HEADLINE_SQL} AS error_line
   FROM jobs WHERE batch_id = %(batch)s AND status = ANY(%(states)s::job_status[])
  ORDER BY status, id
  LIMIT %(limit)s
