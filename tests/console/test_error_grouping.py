@@ -90,7 +90,8 @@ def test_a_worker_makes_one_group_per_bug(admin: Any, conn: Any, spawn_worker: A
                       "KeyError: 'email'": 2, "KeyError: 'phone'": 3}
     # the page lists the three groups with their counts, the biggest first
     html = admin.get("/dead/?queue=orders").get_data(as_text=True)
-    counts = re.findall(r'<td class="err"><a [^>]*>(.*?)</a>.*?</td>\s*<td class="num">(\d+)</td>', html, re.S)
+    counts = re.findall(r'<td class="err[^"]*"[^>]*><a [^>]*>(.*?)</a>.*?</td>\s*<td class="num"[^>]*>(\d+)</td>',
+                        html, re.S)
     assert [(g.replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">"), int(n)) for g, n in counts] == [
         ("ValueError: customer cus_<n> has no default payment method", 30), ("KeyError: 'phone'", 3),
         ("KeyError: 'email'", 2)]
@@ -109,6 +110,6 @@ def test_each_group_says_when_it_was_first_and_last_seen_and_its_trend(admin: An
     assert row, html
     first, last = (conn.execute("SELECT min(finished_at), max(finished_at) FROM jobs WHERE status = 'dead'")
                    .fetchone())
-    assert f'<td class="first-seen">{first:%Y-%m-%d %H:%M:%S}' in row.group(0)
-    assert f'<td class="last-seen">{last:%Y-%m-%d %H:%M:%S}' in row.group(0)
+    assert f'<td class="first-seen" data-label="first seen">{first:%Y-%m-%d %H:%M:%S}' in row.group(0)
+    assert f'<td class="last-seen" data-label="last seen">{last:%Y-%m-%d %H:%M:%S}' in row.group(0)
     assert 'data-trend="new"' in row.group(0)  # all four in the last hour, none before
