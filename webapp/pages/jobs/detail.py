@@ -15,6 +15,7 @@ from skiplock.core import transitions
 from skiplock.core.durable import service
 from skiplock.core.features import job_logs, payload_edit
 from skiplock.core.plumbing.config import Settings
+from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
 from skiplock.monitor import why
@@ -29,6 +30,7 @@ bp = Blueprint("jobs", __name__, url_prefix="/jobs")
 # The attempts whose log lines the job page shows in full (the others: a link, ?logs=all); each is at most
 # worker/runtime/job_logs.py's MAX_BYTES, so the page stays small for a job retried many times.
 LOG_ATTEMPTS_SHOWN = 3
+HISTORY_SQL = queries("jobs_history_search")  # a job moved to jobs_history (history mode partitioned)
 
 
 def _parse(job_id: str) -> int:
@@ -56,6 +58,9 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         if job is None:
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
             if gone is None or not (gone["has_result"] or gone["linked"]):
+                archived = cur.execute(HISTORY_SQL.history_job, {"id": jid}).fetchone()
+                if archived is not None:  # moved to jobs_history: what it kept, read-only
+                    return page("jobs/job_history.html", "jobs/_job_history.html", job=archived)
                 abort(404, _gone_reason(conn, jid))
             return page("jobs/job_gone.html", "jobs/_job_gone.html", job=gone, links=links,
                         django_task=django_payload.describe_stored(gone["state"], links.result))
