@@ -76,7 +76,8 @@ def test_queue_names_wrap_at_separators_and_dead_letters_are_cards(page: Any, co
     log_in(page, console)
     page.set_viewport_size({"width": 390, "height": 844})
     for path in ("/", "/dead/?window=all", f"/dead/?window=all&queue={QUEUES[0]}", f"/queues/{QUEUES[0]}?status=dead",
-                 f"/queues/{QUEUES[1]}?status=dead", "/search/?state=dead"):
+                 f"/queues/{QUEUES[1]}?status=dead", "/search/?state=dead",
+                 f"/jobs/{scalar(conn, 'SELECT min(id) FROM jobs')}"):
         page.goto(console.url + path)
         page.wait_for_selector("main")
         for name, before, cut, title in page.evaluate(NAME_BREAKS, list(QUEUES)):
