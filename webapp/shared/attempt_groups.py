@@ -1,7 +1,7 @@
 """A job's failed attempts for its page, with repeats collapsed: a job that fails the same way on every
-attempt stored the same traceback up to 20 times (jobs.attempt_errors), and listed one by one they made a
-20-attempt job's page 15,000 px tall on a phone. Attempts whose error text is identical become one entry:
-the traceback once, with how many times and each attempt's time, worker and duration."""
+attempt stores the same traceback up to 20 times (jobs.attempt_errors), and listed one by one they bury the
+page, on a phone most of all. Attempts whose error text is identical become one entry: the traceback once,
+with how many times and each attempt's time, worker and duration."""
 
 from __future__ import annotations
 
