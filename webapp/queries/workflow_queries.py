@@ -109,7 +109,9 @@ SELECT coalesce(array_agg(e.parent), '{}'), coalesce(array_agg(e.child), '{}')
 # and the parents without a row of WORKFLOW_MEMBER_EDGES (%(seeds)s), and the children without a
 # row of the finished jobs with one (%(finished)s); it follows job_deps to children without a row.
 # Each comes with its final state (its stored result, else the state its out-edges recorded, else
-# succeeded: delete removes a row only at a success) and its queue (_QUEUE), and the edges into them.
+# succeeded: delete removes a row only at a success), and the edges into them with the queue each recorded
+# for its child (migration 048): every job the walk reaches has one. The few without (the root) are
+# looked up after, by JOB_QUEUES.
 WORKFLOW_GONE = f"""
 WITH RECURSIVE gone(id) AS (
     SELECT x FROM unnest(%(seeds)s::bigint[]) AS x WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = x)
@@ -125,11 +127,11 @@ WITH RECURSIVE gone(id) AS (
 ), g AS MATERIALIZED (
     SELECT id FROM gone LIMIT %(cap)s
 )
-SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'), coalesce(n.queues, '{{}}'),
-       coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}')
-  FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states, array_agg({_QUEUE}) AS queues
+SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'),
+       coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}'), coalesce(e.child_queues, '{{}}')
+  FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states
           FROM g x LEFT JOIN jobs j ON j.id = x.id LEFT JOIN job_results r ON r.job_id = x.id) n,
-       (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children
+       (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children, array_agg(p.child_queue) AS child_queues
           FROM g JOIN job_deps p ON p.child = g.id) e
 """
 
@@ -164,6 +166,12 @@ SELECT x.id, j.queue, {_STATE} AS state
   FROM unnest(%(ids)s::bigint[]) AS x(id)
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
+"""
+# The queues of jobs, whether or not their rows are left (_QUEUE).
+JOB_QUEUES = f"""
+SELECT x.id, {_QUEUE} AS queue
+  FROM unnest(%(ids)s::bigint[]) AS x(id)
+  LEFT JOIN jobs j ON j.id = x.id
 """
 # The final states of jobs whose rows are gone (or of any job: its row's state if it has one).
 JOB_FINAL_STATES = f"""
