@@ -30,6 +30,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from skiplock.core.features import audit as audit_trail
 from skiplock.webapp.db import connection
 from skiplock.webapp.queries import parked_queries
+from skiplock.webapp.shared import names
 
 audit_log = logging.getLogger("skiplock.console.audit")
 
@@ -62,6 +63,7 @@ def init_app(app: Flask) -> None:
     app.add_url_rule("/prefs", "prefs", prefs)
     app.jinja_env.filters["duration"] = duration
     app.jinja_env.filters["ago"] = ago
+    app.jinja_env.filters["qname"] = names.qname
 
 
 class _SecureWhenHttps(SecureCookieSessionInterface):

@@ -24,6 +24,8 @@ BEGIN
     INSERT INTO jobs (queue, payload, priority, status, waiting_on, on_dependency_failure, workflow_id)
     VALUES (p_queue, p_payload, p_priority, 'waiting', cardinality(parents), p_on_dependency_failure, root)
     RETURNING id INTO new_id;
-    INSERT INTO job_deps (parent, child) SELECT p, new_id FROM unnest(parents) AS p;
+    -- each edge keeps both jobs' queues (migration 048), so the console names them after their rows are gone
+    INSERT INTO job_deps (parent, child, parent_queue, child_queue)
+    SELECT p, new_id, (SELECT pj.queue FROM jobs pj WHERE pj.id = p), p_queue FROM unnest(parents) AS p;
     RETURN new_id;
 END $$;

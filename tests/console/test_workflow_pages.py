@@ -73,7 +73,7 @@ def test_the_workflow_page_draws_every_job_before_and_after_the_run(admin: Sessi
     html = response.get_data(as_text=True)
     assert _svg_jobs(html) == {root, *kids, summary}
     assert _counts(html) == {"queued": 1, "waiting": 5}
-    assert re.search(r'<button type="submit" (?!class="primary")[^>]*>Retry the dead ones', html)  # none dead
+    assert "Retry the dead ones" not in html and "Cancel the rest" in html  # none dead, some to cancel
     assert html.count('class="edge"') == 8  # 4 from the root, 4 into the summary
     # layered by depth: root at 0, the children at 1, the summary at 2
     assert re.search(rf'data-depth="2" data-job-id="{summary}"', html)
@@ -250,3 +250,17 @@ def test_why_names_a_waiting_jobs_open_parents(conn: psycopg.Connection) -> None
     assert reason.facts["open_ids"] == kids[3:3 + why.WAITING_SHOWN]
     assert reason.text.startswith(f"It is waiting on {why.WAITING_SHOWN + 2} of {why.WAITING_SHOWN + 5} dependencies")
     assert "and 2 more" in reason.text
+
+
+def test_every_box_names_its_task_after_the_rows_are_gone_for_sql_producers_too(admin: Session,
+                                                                                conn: psycopg.Connection) -> None:
+    # a dependent enqueued by the SQL-only producer's function keeps both queues on its edge (migration 048)
+    root = skiplock.enqueue("wfc_step", {"n": 0})
+    child = scalar(conn, "SELECT skiplock_enqueue_after('wfc_step', '{\"n\": 1}'::jsonb, ARRAY[%s]::bigint[])",
+                   (root,))
+    assert conn.execute("SELECT parent_queue, child_queue FROM job_deps WHERE child = %s",
+                        (child,)).fetchone() == ("wfc_step", "wfc_step")
+    assert len(testing.drain(DRAIN)) == 2
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0  # history mode delete: both rows are gone
+    html = admin.get(f"/workflows/{root}").get_data(as_text=True)
+    assert re.findall(r'class="l2">([^<]*)</text>', html) == ["wfc_step", "wfc_step"]

@@ -7,6 +7,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.webapp import db, filters
+from skiplock.webapp.shared import audit_detail
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")
 
@@ -24,4 +25,6 @@ def index() -> ResponseReturnValue:
                            {"before": before, "limit": PAGE_SIZE + 1}).fetchall()
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
+    for row in rows:
+        row["fields"] = audit_detail.fields(row["detail"])
     return render_template("audit/audit.html", rows=rows, next_before=rows[-1]["id"] if more else None)

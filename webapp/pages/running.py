@@ -32,9 +32,11 @@ def index() -> ResponseReturnValue:
     for row in rows:
         row["p95_s"] = p95.get(row["queue"])
         row["runtime_s"] = float(row["runtime_s"])  # extract() gives numeric; the ratio divides by a float
+        row["long"] = run_times.is_long(row["runtime_s"], row["p95_s"])
     # an orphan's lease is no longer extended: the reaper's first pass after lease_until takes it back
     return page("running/running.html", "running/_running.html", rows=rows, queue=queue or "", limit=LIMIT,
-                worker=worker or "", reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS)
+                worker=worker or "", reaper_interval=Settings().reaper_interval, stale_after=LIVE_WORKER_SECONDS,
+                long_factor=run_times.LONG_FACTOR, long_floor_s=run_times.LONG_FLOOR_S)
 
 
 @bp.route("/release", methods=["POST"])

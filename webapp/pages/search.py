@@ -21,6 +21,7 @@ from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
 from skiplock.core import transitions
+from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
 from skiplock.webapp import db, filters
 from skiplock.webapp.queries import search_queries
@@ -66,8 +67,26 @@ def _canonical_url() -> str:
     return url_for("search.index", **given)
 
 
+HISTORY_SQL = queries("jobs_history_search")
+# jobs_history holds none of these: a search by one of them finds nothing there
+_NOT_IN_HISTORY = ("lock_key", "tenant", "signal_key", "log")
+
+
 def find(conn: psycopg.Connection, flt: SearchFilter, limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` matching jobs after the cursor, newest first (search_queries says how)."""
+    """Up to `limit` matching jobs after the cursor, newest first: those in jobs, and, when they leave room
+    on the page, those moved to jobs_history (marked `archived`), merged by id."""
+    rows = _find_live(conn, flt, limit)
+    if len(rows) == limit or any(getattr(flt, name) is not None for name in _NOT_IN_HISTORY):
+        return rows
+    params = search_queries.params(flt, limit)
+    with conn.cursor(row_factory=dict_row) as cur:
+        sql = HISTORY_SQL.history_by_id if flt.id is not None else HISTORY_SQL.history_recent
+        archived = cur.execute(sql, params).fetchall()
+    return sorted(rows + archived, key=lambda r: -int(r["id"]))[:limit]
+
+
+def _find_live(conn: psycopg.Connection, flt: SearchFilter, limit: int) -> list[dict[str, Any]]:
+    """Up to `limit` matching jobs of the jobs table after the cursor, newest first (search_queries says how)."""
     params = search_queries.params(flt, limit)
     # the console's connections never prepare statements (webapp/db.py connection(): a generic plan
     # cannot use the partial indexes search relies on)

@@ -94,9 +94,15 @@ def _read_shape(conn: psycopg.Connection, root: int, nodes: dict[int, tuple[str,
         finished = [job_id for job_id, (state, _) in nodes.items() if state in FINAL_STATES]
         gone = cur.execute(wq.WORKFLOW_GONE, {"seeds": sorted(seeds), "finished": finished, "cap": MAX_NODES,
                                               "root": root})
-        gone_ids, gone_states, gone_parents, gone_children = gone.fetchone() or ([], [], [], [])
+        gone_ids, gone_states, gone_parents, gone_children, child_queues = gone.fetchone() or ([], [], [], [], [])
+        # a gone job's queue: what an edge into it recorded; the few with none (the root) are looked up
+        recorded = {child: queue for child, queue in zip(gone_children, child_queues, strict=True) if queue}
+        missing = [job_id for job_id in gone_ids if job_id not in recorded]
+        if missing:
+            recorded.update(cur.execute(wq.JOB_QUEUES, {"ids": missing}).fetchall())
     everything = dict(nodes)
-    everything.update((job_id, (state, None)) for job_id, state in zip(gone_ids, gone_states, strict=True))
+    everything.update((job_id, (state, recorded.get(job_id)))
+                      for job_id, state in zip(gone_ids, gone_states, strict=True))
     return everything, [*parents, *gone_parents], [*children, *gone_children]
 
 

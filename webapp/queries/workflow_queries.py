@@ -7,6 +7,8 @@ outlives the row: its stored result (job_results) and the state its edges record
 
 from __future__ import annotations
 
+from skiplock.core.error_summary import HEADLINE_SQL
+
 # The state of job `x.id` whether or not its row is left: the row's, else its stored result's (or
 # a purge's tombstone), else what an edge recorded when it finished as a parent, else succeeded
 # (history mode delete removes a row only at a success).
@@ -14,11 +16,18 @@ _STATE = """coalesce(j.status::text, r.state::text,
          (SELECT s.parent_state::text FROM job_deps s WHERE s.parent = x.id AND s.parent_state IS NOT NULL LIMIT 1),
          'succeeded')"""
 
+# The queue (the task) of job `x.id` whether or not its row is left: the row's, else what an edge into it
+# or out of it recorded when it was made (migration 048; NULL for edges made before it).
+_QUEUE = """coalesce(j.queue,
+         (SELECT s.child_queue FROM job_deps s WHERE s.child = x.id AND s.child_queue IS NOT NULL LIMIT 1),
+         (SELECT s.parent_queue FROM job_deps s WHERE s.parent = x.id AND s.parent_queue IS NOT NULL LIMIT 1))"""
+
 # A job's parents (or dependents): the first %(limit)s by id, each with its state and queue.
 # Two statements, not one with a direction parameter: each walks its own index of job_deps (child, or
 # parent), where an `e.child = ... OR e.parent = ...` chosen at run time would be planned for neither.
 JOB_PARENTS = f"""
-SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.id IS NOT NULL AS row_kept
+SELECT x.id, coalesce(j.queue, e.parent_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
+       j.id IS NOT NULL AS row_kept
   FROM job_deps e
   CROSS JOIN LATERAL (SELECT e.parent AS id) x
   LEFT JOIN jobs j ON j.id = x.id
@@ -28,7 +37,8 @@ SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.i
  LIMIT %(limit)s
 """
 JOB_DEPENDENTS = f"""
-SELECT x.id, j.queue, {_STATE} AS state, e.parent_state::text AS edge_state, j.id IS NOT NULL AS row_kept
+SELECT x.id, coalesce(j.queue, e.child_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
+       j.id IS NOT NULL AS row_kept
   FROM job_deps e
   CROSS JOIN LATERAL (SELECT e.child AS id) x
   LEFT JOIN jobs j ON j.id = x.id
@@ -101,7 +111,9 @@ SELECT coalesce(array_agg(e.parent), '{}'), coalesce(array_agg(e.child), '{}')
 # and the parents without a row of WORKFLOW_MEMBER_EDGES (%(seeds)s), and the children without a
 # row of the finished jobs with one (%(finished)s); it follows job_deps to children without a row.
 # Each comes with its final state (its stored result, else the state its out-edges recorded, else
-# succeeded: delete removes a row only at a success), and the edges into them.
+# succeeded: delete removes a row only at a success), and the edges into them with the queue each recorded
+# for its child (migration 048): every job the walk reaches has one. The few without (the root) are
+# looked up after, by JOB_QUEUES.
 WORKFLOW_GONE = f"""
 WITH RECURSIVE gone(id) AS (
     SELECT x FROM unnest(%(seeds)s::bigint[]) AS x WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = x)
@@ -117,10 +129,11 @@ WITH RECURSIVE gone(id) AS (
 ), g AS MATERIALIZED (
     SELECT id FROM gone LIMIT %(cap)s
 )
-SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'), coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}')
+SELECT coalesce(n.ids, '{{}}'), coalesce(n.states, '{{}}'),
+       coalesce(e.parents, '{{}}'), coalesce(e.children, '{{}}'), coalesce(e.child_queues, '{{}}')
   FROM (SELECT array_agg(x.id) AS ids, array_agg({_STATE}) AS states
           FROM g x LEFT JOIN jobs j ON j.id = x.id LEFT JOIN job_results r ON r.job_id = x.id) n,
-       (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children
+       (SELECT array_agg(p.parent) AS parents, array_agg(p.child) AS children, array_agg(p.child_queue) AS child_queues
           FROM g JOIN job_deps p ON p.child = g.id) e
 """
 
@@ -156,16 +169,24 @@ SELECT x.id, j.queue, {_STATE} AS state
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
 """
+# The queues of jobs, whether or not their rows are left (_QUEUE).
+JOB_QUEUES = f"""
+SELECT x.id, {_QUEUE} AS queue
+  FROM unnest(%(ids)s::bigint[]) AS x(id)
+  LEFT JOIN jobs j ON j.id = x.id
+"""
 # The final states of jobs whose rows are gone (or of any job: its row's state if it has one).
 JOB_FINAL_STATES = f"""
-SELECT x.id, {_STATE} AS state
+SELECT x.id, {_STATE} AS state, {_QUEUE} AS queue
   FROM unnest(%(ids)s::bigint[]) AS x(id)
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
 """
-# A batch's members in the given states, the first %(limit)s (an index range on jobs_batch_idx).
-BATCH_MEMBERS = """
-SELECT id, queue, status::text AS state, progress
+# A batch's members in the given states, the first %(limit)s (an index range on jobs_batch_idx), each with its
+# attempts and last error: a queued member that has failed before is waiting to retry, not untouched.
+BATCH_MEMBERS = f"""
+SELECT id, queue, status::text AS state, progress, attempts, max_attempts, run_at, run_at > now() AS scheduled,
+       {HEADLINE_SQL} AS error_line
   FROM jobs WHERE batch_id = %(batch)s AND status = ANY(%(states)s::job_status[])
  ORDER BY status, id
  LIMIT %(limit)s

@@ -10,6 +10,21 @@ import psycopg
 from skiplock.core.features.run_times import percentile
 from skiplock.webapp.queries import page_queries
 
+# Long-runners paints a running job red only when it is in trouble by both measures: LONG_FACTOR times its
+# task's p95 (a run at 1.2x p95 is one of the 5% that are slower every hour) AND LONG_FLOOR_S seconds (a
+# 312 ms webhook over a 100 ms p95 is no one's emergency). docs/howto/console.md names both.
+LONG_FACTOR = 3.0
+LONG_FLOOR_S = 30.0
+
+
+def is_long(runtime_s: float, p95_s: float | None) -> bool:
+    """Whether a run of `runtime_s` is long enough for its task to mean trouble.
+
+    >>> is_long(0.312, 0.1), is_long(45.0, 10.0), is_long(45.0, 20.0), is_long(40.0, None)
+    (False, True, False, False)
+    """
+    return p95_s is not None and runtime_s >= LONG_FLOOR_S and runtime_s >= LONG_FACTOR * p95_s
+
 
 @dataclass(frozen=True)
 class RunTime:

@@ -42,6 +42,36 @@ class Step:
     estimated: bool = False  # `at` is estimated (an attempt recorded before its start time was)
     attempt: int | None = None
     edit_id: int | None = None
+    cause_type: str | None = None  # the error's exception class, without its module path
+    cause_text: str | None = None  # its message, long ones cut in the middle (cause() says why)
+
+
+# How much of an error's message the timeline shows: a step is a narrow column, and what a message says
+# first is often an id ("order 48211 (customer cus_...):"), its cause at the end ("...: 503 Service Unavailable")
+CAUSE_CHARS = 90
+
+
+def cause(line: str | None) -> tuple[str | None, str | None]:
+    """An error's headline as (exception class without its module path, message), for the timeline's
+    narrow steps: a message longer than CAUSE_CHARS keeps its start and its end, which says the cause.
+
+    >>> cause("shop.billing.UpstreamError: order 12 failed")
+    ('UpstreamError', 'order 12 failed')
+    >>> cause("lease expired: the worker stopped")
+    (None, 'lease expired: the worker stopped')
+    >>> cause("ValueError: " + "x" * 100 + " 503 Service Unavailable")[1][-30:]
+    'xxxxxx 503 Service Unavailable'
+    """
+    if not line:
+        return None, None
+    kind, sep, message = line.partition(": ")
+    if not sep or " " in kind or not kind.replace(".", "").replace("_", "").isalnum():
+        kind, message = "", line  # not "ExceptionClass: message" (an annotation, a bare message)
+    short = kind.rsplit(".", 1)[-1] or None
+    if len(message) > CAUSE_CHARS:
+        head = CAUSE_CHARS // 3
+        message = message[:head].rstrip() + " \u2026 " + message[-(CAUSE_CHARS - head - 3):].lstrip()
+    return short, message
 
 
 def _when(value: Any) -> datetime | None:
@@ -64,8 +94,10 @@ def _failed_step(entry: dict[str, Any]) -> Step:
     if started is None and ended is not None and duration_s is not None:
         started, estimated = ended - timedelta(seconds=duration_s), True
     attempt = int(entry.get("attempt") or 0)
+    line = headline(entry.get("error")) or None
+    cause_type, cause_text = cause(line)
     return Step("attempt", FAILED, f"attempt {attempt}", started if started else ended, str(entry.get("worker") or ""),
-                duration_s, headline(entry.get("error")) or None, estimated=estimated, attempt=attempt)
+                duration_s, line, estimated=estimated, attempt=attempt, cause_type=cause_type, cause_text=cause_text)
 
 
 def _lost(attempt: int) -> Step:

@@ -30,13 +30,13 @@ from skiplock.webapp.shared import dag
 
 SHAPE_TTL = 30.0  # seconds a shape is used before it is read again (six polls at the default 5 s)
 KEPT = 16  # shapes kept per process (the most recently viewed workflows)
-Nodes = dict[int, tuple[str, str | None]]  # job id -> (state, queue); queue None when its row is gone
+Nodes = dict[int, tuple[str, str | None]]  # job id -> (state, queue); queue None when nothing recorded it
 
 
 @dataclass
 class Shape:
-    """What does not change while a workflow runs: its jobs, edges and depths, and the final states of
-    its jobs whose rows are gone."""
+    """What does not change while a workflow runs: its jobs, edges and depths, and the final states and
+    queues of its jobs whose rows are gone."""
 
     read_at: float
     filenode: int  # jobs' file node when it was read (a TRUNCATE changes it: the ids mean other jobs then)
@@ -44,7 +44,7 @@ class Shape:
     parents: list[int]
     children: list[int]
     depth: dict[int, int]
-    gone: dict[int, str] = field(default_factory=dict)
+    gone: Nodes = field(default_factory=dict)
 
 
 _shapes: OrderedDict[tuple, Shape] = OrderedDict()
@@ -82,7 +82,7 @@ def grouped(conn: psycopg.Connection, root: int, cap: int,
                  if p != c and p in everything and c in everything]
         shape = Shape(time.monotonic(), filenode, frozenset(everything), parents, children,
                       dag.depths(list(everything), edges),
-                      {i: state for i, (state, _) in everything.items() if i not in nodes})
+                      {i: node for i, node in everything.items() if i not in nodes})
         with _lock:
             _shapes[key] = shape
             _shapes.move_to_end(key)
@@ -95,10 +95,10 @@ def grouped(conn: psycopg.Connection, root: int, cap: int,
     if newly_gone:  # finished since the shape was read, and their rows deleted: their final states
         with conn.cursor() as cur:
             rows = cur.execute(wq.JOB_FINAL_STATES, {"ids": newly_gone}).fetchall()
-        gone.update((job_id, state) for job_id, state in rows)
+        gone.update((job_id, (state, queue)) for job_id, state, queue in rows)
         with _lock:
             shape.gone.update(gone)
-    nodes.update((i, (state, None)) for i, state in gone.items())
+    nodes.update(gone)
     return dag.group(nodes, shape.parents, shape.children, depth=shape.depth)
 
 

@@ -13,7 +13,7 @@ stored columns. Rows grouped by an older version of these rules keep their store
 >>> headline('Traceback (most recent call last):\\n  File "x.py", line 1, in f\\nKeyError: \\'sku-991\\'')
 "KeyError: 'sku-991'"
 >>> group_key("ConnectionError: POST https://api.example/orders/123?x=1: 503")
-'ConnectionError: POST https://api.example/orders/<n>?…: <n>'
+'ConnectionError: POST https://api.example/orders/<n>?…: 503'
 >>> group_key("ValueError: customer cus_18822 has no default payment method")
 'ValueError: customer cus_<n> has no default payment method'
 >>> group_key("TimeoutError: order 5f0c6e1e-3b1f-4c43-9d1e-2f6f0a9c1d22 took 30.5s")
@@ -64,6 +64,34 @@ _URL = re.compile(r"\b([a-z][a-z0-9+.-]*://[^/?#\s'\":]+(?::\d+)?)((?:[/?#][^\s'
 _FREE_TEXT = re.compile(r"(?<!\w)'([^'\n]*\s[^'\n]*)'(?!\w)|(?<!\w)\"([^\"\n]*\s[^\"\n]*)\"(?!\w)")
 # "ExceptionClass: message", "pkg.mod.Error: message": the class is kept as it is
 _CLASS = re.compile(r"^([A-Za-z_][\w.]*): ")
+# An HTTP or SMTP status code names the failure (a 503 and a 404 are different bugs), so it is kept, where
+# its context says it is one: before a reason phrase ("503 Service Unavailable", "404 Client Error"),
+# after a word that names it ("HTTP 502", "HTTP/1.1 503", "status 429", "status_code=500", "SMTP 550"),
+# as smtplib gives it ("(550, b'...')"), or alone after a colon at the message's end ("...orders/1017: 503",
+# "HTTPError: 503"). Other 3-digit numbers (an order 123) are ids, and masked.
+_CODE = re.compile(r"(?<![\w.])[1-5]\d\d(?![\w.])")
+_NAMED_BEFORE = re.compile(r"(?:\b(?:https?|http error|status|status[ _]code|code|smtp|response)[ :=#]*"
+                           r"|\bhttp/\d(?:\.\d)? |\()$", re.I)
+# the first word of the common HTTP reason phrases ("Service Unavailable", "Client Error", "Too Many Requests")
+_REASON_AFTER = re.compile(r" (?:OK|Accepted|No|Moved|Found|See|Not|Temporary|Permanent|Bad|Unauthorized|Payment|"
+                           r"Forbidden|Method|Request|Conflict|Gone|Length|Precondition|Unsupported|Unprocessable|"
+                           r"Locked|Too|Client|Server|Internal|Service|Gateway|HTTP|Insufficient)\b")
+
+
+def _is_status(text: str, match: re.Match[str]) -> bool:
+    """Whether the 3-digit number `match` in `text` is a status code by its context (_CODE's comment)."""
+    before, after = text[:match.start()], text[match.end():]
+    if before.endswith("("):  # smtplib's (code, message) tuple
+        return after.startswith(",")
+    alone_at_end = not after.strip() and (not before or before.endswith(": "))
+    return bool(alone_at_end or _NAMED_BEFORE.search(before) or _REASON_AFTER.match(after))
+
+
+# A kept code is written as letters between two private-use marks while the masks run (no mask takes
+# letters alone), then put back.
+_HIDE = str.maketrans("0123456789", "abcdefghij")
+_SHOW = str.maketrans("abcdefghij", "0123456789")
+_HIDDEN = re.compile("\ue000([a-j]{3})\ue001")
 
 
 def _prefixed(match: re.Match[str]) -> str:
@@ -114,6 +142,8 @@ def group_key(line: str) -> str:
     the exception class, key and field names, a URL's host and path words."""
     found = _CLASS.match(line)
     head, message = (found.group(0), line[found.end():]) if found else ("", line)
+    message = _CODE.sub(lambda m: "\ue000" + m.group(0).translate(_HIDE) + "\ue001" if _is_status(message, m)
+                        else m.group(0), message)
     message = _FREE_TEXT.sub(lambda m: "'<str>'" if m.group(1) is not None else '"<str>"', message)
     # URLs first (their ids are masked segment by segment), then the rest of the message
     parts = []
@@ -123,7 +153,8 @@ def group_key(line: str) -> str:
         parts.append(_url(url))
         last = url.end()
     parts.append(_mask(message[last:]))
-    return (head + "".join(parts))[:MAX_HEADLINE]
+    kept = _HIDDEN.sub(lambda m: m.group(1).translate(_SHOW), "".join(parts))
+    return (head + kept)[:MAX_HEADLINE]
 
 
 def summarize(text: str | None) -> tuple[str | None, str | None]:

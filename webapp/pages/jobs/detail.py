@@ -15,13 +15,14 @@ from skiplock.core import transitions
 from skiplock.core.durable import service
 from skiplock.core.features import job_logs, payload_edit
 from skiplock.core.plumbing.config import Settings
+from skiplock.core.sql import queries
 from skiplock.core.status import JobStatus
 from skiplock.django import payload as django_payload
 from skiplock.monitor import why
 from skiplock.webapp import db, filters
 from skiplock.webapp.pages.jobs import act_confirm, stack
 from skiplock.webapp.queries import page_queries, workflow_queries
-from skiplock.webapp.shared import edit_form, job_links, timeline
+from skiplock.webapp.shared import attempt_groups, edit_form, job_links, timeline
 from skiplock.webapp.web import audit, confirmed, page
 
 bp = Blueprint("jobs", __name__, url_prefix="/jobs")
@@ -29,6 +30,7 @@ bp = Blueprint("jobs", __name__, url_prefix="/jobs")
 # The attempts whose log lines the job page shows in full (the others: a link, ?logs=all); each is at most
 # worker/runtime/job_logs.py's MAX_BYTES, so the page stays small for a job retried many times.
 LOG_ATTEMPTS_SHOWN = 3
+HISTORY_SQL = queries("jobs_history_search")  # a job moved to jobs_history (history mode partitioned)
 
 
 def _parse(job_id: str) -> int:
@@ -56,6 +58,9 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
         if job is None:
             gone = cur.execute(workflow_queries.GONE_JOB, {"id": jid}).fetchone()
             if gone is None or not (gone["has_result"] or gone["linked"]):
+                archived = cur.execute(HISTORY_SQL.history_job, {"id": jid}).fetchone()
+                if archived is not None:  # moved to jobs_history: what it kept, read-only
+                    return page("jobs/job_history.html", "jobs/_job_history.html", job=archived)
                 abort(404, _gone_reason(conn, jid))
             return page("jobs/job_gone.html", "jobs/_job_gone.html", job=gone, links=links,
                         django_task=django_payload.describe_stored(gone["state"], links.result))
@@ -80,7 +85,7 @@ def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200
     response = page("jobs/job.html", "jobs/_job.html", job=job, reasons=reasons, back=_back_link(job), actions=actions,
                     last_worker=_last_worker(job), runtime_s=_runtime(job), links=links, steps=steps, edits=edits,
                     edit_form=form, django_task=django_payload.describe(job), logs=logs, log_counts=log_counts,
-                    stack=stack_row, **durable)
+                    stack=stack_row, attempt_groups=attempt_groups.group(job.get("attempt_errors")), **durable)
     response.status_code = code
     return response
 

@@ -51,8 +51,10 @@ v AS MATERIALIZED (
      ORDER BY v.ord
     RETURNING id
 ), edges AS (
-    INSERT INTO job_deps (parent, child)
-    SELECT x, v.id FROM v CROSS JOIN LATERAL unnest(v.parents) AS x
+    -- each edge keeps both jobs' queues (migration 048), so the console names them after their rows are gone
+    INSERT INTO job_deps (parent, child, parent_queue, child_queue)
+    SELECT x, v.id, (SELECT pj.queue FROM jobs pj WHERE pj.id = x), v.q
+      FROM v CROSS JOIN LATERAL unnest(v.parents) AS x
      WHERE EXISTS (SELECT 1 FROM ins)
 )
 SELECT id FROM ins ORDER BY id
