@@ -16,9 +16,10 @@ WITH key AS (
     RETURNING job_id
 ), job AS (
     INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, lock_key, tenant, version,
-                      unique_key, trace_context)
+                      unique_key, trace_context, task_options_unknown)
     SELECT key.job_id, %(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()),
-           %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(unique_key)s, %(trace_context)s::jsonb
+           %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(unique_key)s, %(trace_context)s::jsonb,
+           %(task_options_unknown)s::smallint
       FROM key
     ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
     RETURNING id
