@@ -103,11 +103,13 @@ BEGIN
         RETURN false;
     END IF;
     IF b.on_complete IS NOT NULL THEN
-        INSERT INTO jobs (queue, payload) VALUES (b.on_complete->>'queue', coalesce(b.on_complete->'payload', 'null'))
+        INSERT INTO jobs (queue, payload, task_options_unknown)
+        VALUES (b.on_complete->>'queue', coalesce(b.on_complete->'payload', 'null'), 7)
         RETURNING id INTO complete_id;
     END IF;
     IF b.on_success IS NOT NULL AND b.dead = 0 AND b.cancelled = 0 THEN
-        INSERT INTO jobs (queue, payload) VALUES (b.on_success->>'queue', coalesce(b.on_success->'payload', 'null'))
+        INSERT INTO jobs (queue, payload, task_options_unknown)
+        VALUES (b.on_success->>'queue', coalesce(b.on_success->'payload', 'null'), 7)
         RETURNING id INTO success_id;
     END IF;
     UPDATE job_batches SET called_back_at = now(), complete_job_id = complete_id, success_job_id = success_id
@@ -1607,6 +1609,7 @@ CREATE TABLE public.jobs (
     progress_message text,
     progress_at timestamp with time zone,
     weight integer DEFAULT 1 NOT NULL,
+    task_options_unknown smallint,
     CONSTRAINT jobs_attempts_range CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT jobs_dependency_policy CHECK (((on_dependency_failure IS NULL) OR (on_dependency_failure = 'run'::text))),
     CONSTRAINT jobs_finished_iff_final CHECK (((status = ANY (ARRAY['succeeded'::public.job_status, 'failed'::public.job_status, 'dead'::public.job_status])) = (finished_at IS NOT NULL))),
@@ -2284,6 +2287,12 @@ CREATE INDEX jobs_ready_idx ON public.jobs USING btree (queue, priority DESC, ru
 --
 
 CREATE INDEX jobs_running_idx ON public.jobs USING btree (queue, lease_until) WHERE (status = 'running'::public.job_status);
+
+--
+-- Name: jobs_task_options_unknown_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_task_options_unknown_idx ON public.jobs USING btree (queue) WHERE (task_options_unknown IS NOT NULL);
 
 --
 -- Name: jobs_tenant_idx; Type: INDEX; Schema: public; Owner: -

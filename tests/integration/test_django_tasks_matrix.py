@@ -18,6 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -56,9 +58,11 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subp
     return proc
 
 
-@pytest.mark.parametrize(("python", "django", "framework"), MATRIX, ids=[f"py{p}-{d}" for p, d, _ in MATRIX])
-def test_a_django_project_on_the_wheel(python: str, django: str, framework: str, dists: dict[str, Path],  # noqa: F811
-                                       tmp_path: Path, pg_admin_url: str) -> None:
+@contextmanager
+def django_project(python: str, django: str, wheels: dict[str, Path], tmp_path: Path,
+                   pg_admin_url: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """A fresh venv of `python` with the wheel and `django`, a copy of the project, and its own database:
+    (the venv's python, the project folder, the environment to run it in)."""
     exe = interpreter(python)
     if exe is None:
         pytest.skip(f"no Python {python} on this machine (pyenv or PATH)")
@@ -67,7 +71,7 @@ def test_a_django_project_on_the_wheel(python: str, django: str, framework: str,
     venv = tmp_path / "venv"
     _run([exe, "-m", "venv", str(venv)], tmp_path, env, 120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _run([*pip, f"{dists['checkout']}[django]", django], tmp_path, env, 600)
+    _run([*pip, f"{wheels['checkout']}[django]", django], tmp_path, env, 600)
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__"))
     name = f"skiplock_djt_{os.getpid()}_{python.replace('.', '')}_{abs(hash(django)) % 10_000}"
@@ -76,7 +80,16 @@ def test_a_django_project_on_the_wheel(python: str, django: str, framework: str,
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         env.update(DATABASE_URL=with_database(pg_admin_url, name), PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
-        python_in_venv = str(venv / "bin" / "python")
+        yield str(venv / "bin" / "python"), project, env
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize(("python", "django", "framework"), MATRIX, ids=[f"py{p}-{d}" for p, d, _ in MATRIX])
+def test_a_django_project_on_the_wheel(python: str, django: str, framework: str, dists: dict[str, Path],  # noqa: F811
+                                       tmp_path: Path, pg_admin_url: str) -> None:
+    with django_project(python, django, dists, tmp_path, pg_admin_url) as (python_in_venv, project, env):
         first = _run([python_in_venv, "manage.py", "migrate"], project, env, 300)
         assert "Applying skiplock.0001_skiplock_schema... OK" in first.stdout, first.stdout
         again = _run([python_in_venv, "manage.py", "migrate"], project, env, 300)
@@ -85,6 +98,17 @@ def test_a_django_project_on_the_wheel(python: str, django: str, framework: str,
         lines = check.stdout.strip().splitlines()
         assert lines[0].startswith(f"framework {framework} Django {django.split('=')[-1].rstrip('.*')[:1]}"), lines
         assert lines[-1] == "ok", check.stdout + check.stderr
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_django_tasks_as_workflow_parents_and_durable_waits(dists: dict[str, Path],  # noqa: F811
+                                                            tmp_path: Path, pg_admin_url: str) -> None:
+    """Django 6's own django.tasks on Python 3.12, from the wheel: check_flows.py enqueues a task as a
+    workflow's parent and its dependent (which reads the parent's return value), and a task that parks on
+    job.wait_for until skiplock.signal wakes it (a signal rolled back with its transaction wakes nothing);
+    one real `manage.py skiplock_worker` runs them. The parked task is RUNNING to get_result meanwhile, and
+    Django's log never calls it FAILED."""
+    with django_project("3.12", "Django==6.0.*", dists, tmp_path, pg_admin_url) as (python_in_venv, project, env):
+        _run([python_in_venv, "manage.py", "migrate"], project, env, 300)
+        check = _run([python_in_venv, "check_flows.py"], project, env, 400)
+        assert check.stdout.strip().splitlines()[-1] == "ok", check.stdout + check.stderr
+        assert "ship_when_approved state=FAILED" not in check.stderr, check.stderr

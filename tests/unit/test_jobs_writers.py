@@ -39,6 +39,8 @@ PYTHON_THAT_WRITES_JOBS = {
     "worker/core/producer.py", "worker/core/producer_async.py", "worker/core/linked_insert.py",
     "worker/core/unique_for.py",  # enqueue(unique_for=)'s INSERT, which takes the key in the same statement
     "worker/core/workflows/batches.py",
+    # a worker writing its @task options into the jobs enqueued before any worker had recorded them
+    "worker/core/task_options.py",
     "worker/tools/bench.py",
     "worker/core/durable/run.py", "worker/core/durable/signals.py", "worker/core/durable/service.py",
 }

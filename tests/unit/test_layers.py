@@ -191,7 +191,7 @@ def test_the_core_plumbing_knows_no_feature_and_no_transition() -> None:
 CORE_FLOORS: list[tuple[str, set[str]]] = [
     # the words and the statements: imports nothing of the package
     ("vocabulary", {"skiplock.core", "skiplock.core.errors", "skiplock.core.status", "skiplock.core.records",
-                    "skiplock.core.task_defaults", "skiplock.core.backoff",
+                    "skiplock.core.task_defaults", "skiplock.core.task_options", "skiplock.core.backoff",
                     "skiplock.core.error_summary", "skiplock.core.sql"}),
     ("plumbing/", set()),
     # the queue itself: the transitions (the ack writes a failure's attempts and a snooze), the task table,

@@ -121,6 +121,7 @@ def linked_params(specs: Sequence[Any], parents: Sequence[Sequence[int]], polici
         "max_attempts": [s.max_attempts for s in specs], "lock_keys": [s.lock_key for s in specs],
         "tenants": [s.tenant for s in specs], "versions": [s.version for s in specs],
         "weights": [s.weight for s in specs],
+        "unknown": [s.unknown for s in specs],
         "parents": ["{" + ",".join(map(str, ps)) + "}" if ps else None for ps in parents], "policies": list(policies),
         "batch": batch,
     }

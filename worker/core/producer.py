@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, overload
 
 import psycopg
 
-from skiplock.core import linked_insert, task_defaults
+from skiplock.core import linked_insert, task_defaults, task_options
 from skiplock.core import unique_for as unique_for_keys
 from skiplock.core.errors import EnqueueError
 from skiplock.core.plumbing import adapters, tracing
@@ -69,6 +69,8 @@ class JobSpec(NamedTuple):
     tenant: str | None = None  # claims take a queue's tenants round-robin
     version: int = 1  # the payload's version: the task's @task(version=...) unless given
     weight: int = 1  # how much of its queue's concurrency and rate limits the job takes
+    # the @task options this producer could not know (bits of task_options.UNKNOWN_*): the worker fills them in
+    unknown: int | None = None
 
 
 # Queue names already validated in this process: a bulk enqueue names the same few queues
@@ -233,6 +235,8 @@ def build_spec(
     if max_payload_bytes is None:
         max_payload_bytes = load_settings().max_payload_bytes
     unique_key = _key_text("unique_key", unique_key)
+    unknown = task_options.unknown_bits(queue, REGISTRY.get(queue) if isinstance(queue, str) else None,
+                                        max_attempts=max_attempts, lock_key=lock_key, version=version)
     lock_key, tenant, version = _flow_fields(queue, payload, lock_key, tenant, version)
     return JobSpec(  # positional: keyword construction of a NamedTuple costs more, per job
         _validate_queue(queue),
@@ -245,6 +249,7 @@ def build_spec(
         tenant,
         version,
         _validate_int("weight", weight, minimum=1),
+        unknown,
     )
 
 
@@ -383,7 +388,8 @@ def _one_job_statement(queue: str, payload: Any, trace_context: str | None = Non
         raise EnqueueError(f"on_conflict={on_conflict!r} needs a unique_key to conflict on")
     params = {"queue": spec.queue, "payload": spec.payload_json, "priority": spec.priority,
               "run_at": spec.run_at, "max_attempts": spec.max_attempts, "lock_key": spec.lock_key,
-              "tenant": spec.tenant, "version": spec.version, "weight": spec.weight}
+              "tenant": spec.tenant, "version": spec.version, "weight": spec.weight,
+              "task_options_unknown": spec.unknown}
     traced = trace_context is not None
     if traced:  # OpenTelemetry: the enqueuing span's context travels with the row
         params["trace_context"] = trace_context
@@ -564,6 +570,7 @@ def _many_params(specs: list[JobSpec]) -> dict[str, Any]:
         "tenants": [s.tenant for s in specs],
         "versions": [s.version for s in specs],
         "weights": [s.weight for s in specs],
+        "unknown": [s.unknown for s in specs],
     }
 
 
@@ -580,5 +587,5 @@ def _copy_specs(conn: psycopg.Connection, specs: list[JobSpec]) -> list[int]:
         with cur.copy(JOBS_ENQUEUE_SQL.copy_jobs) as copy:
             for job_id, spec in zip(ids, specs, strict=True):
                 copy.write_row((job_id, spec.queue, spec.payload_json, spec.priority, spec.max_attempts,
-                                spec.version, spec.weight))
+                                spec.version, spec.weight, spec.unknown))
     return ids

@@ -17,9 +17,10 @@ from typing import Any
 
 from skiplock.django.compat import Task, TaskError, TaskResult, TaskResultStatus
 
-# skiplock's job states as the task framework's: a queued job may be waiting for a retry (it has errors)
+# skiplock's job states as the task framework's: a queued job may be waiting for a retry (it has errors);
+# a parked one (a durable wait or sleep) has started and not finished, and runs on once woken
 STATUS = {"queued": TaskResultStatus.READY, "waiting": TaskResultStatus.READY, "running": TaskResultStatus.RUNNING,
-          "succeeded": TaskResultStatus.SUCCESSFUL, "dead": TaskResultStatus.FAILED,
+          "parked": TaskResultStatus.RUNNING, "succeeded": TaskResultStatus.SUCCESSFUL, "dead": TaskResultStatus.FAILED,
           "failed": TaskResultStatus.FAILED}
 # The last line of a formatted traceback names the exception: "ValueError: no stock", "shop.tasks.Declined"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from skiplock.core.errors import PermanentFailure
+from skiplock.core.errors import Park, PermanentFailure, Snooze
 from skiplock.core.registry import REGISTRY, Task
 from skiplock.django import results
 from skiplock.django.compat import (
@@ -67,6 +67,10 @@ def run_django_task(payload: Any, job: Any) -> dict[str, Any]:
                 value = task.call(*args, **kwargs)
             # what every task backend stores: JSON, or the run fails saying why (never a silent None)
             value = normalize_json(value)
+        except (Park, Snooze):
+            # a durable wait or sleep, or a snooze: the run stops here and the task runs again later,
+            # so it has not finished (Django's task_finished would log it as FAILED, with a traceback)
+            raise
         except BaseException:
             object.__setattr__(running, "status", TaskResultStatus.FAILED)
             task_finished.send(type(task.get_backend()), task_result=running)

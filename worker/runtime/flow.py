@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from skiplock.core import task_defaults
+from skiplock.core import task_defaults, task_options
 from skiplock.core.features import limits, versions
 from skiplock.core.registry import Task
 from skiplock.core.state_changes import ClaimedJob
@@ -50,10 +50,16 @@ class WorkerFlow:
 
     def start(self, conn: psycopg.Connection) -> None:
         """At worker start: write the limits declared with @task(concurrency=, rate=), and the options a
-        producer without the task module must write into its jobs (worker/core/task_defaults.py)."""
+        producer without the task module must write into its jobs (worker/core/task_defaults.py), and
+        those options into the jobs enqueued before any worker had written them (worker/core/task_options.py)."""
         limits.apply_task_limits(conn, list(self.tasks.values()))
         task_defaults.publish(conn, self.tasks.values())
+        self.fill_in_options(conn)
         self.limits.refresh(conn, force=True)
+
+    def fill_in_options(self, conn: psycopg.Connection) -> int:
+        """Write this worker's @task options into its queues' jobs enqueued without them."""
+        return task_options.fill_in(conn, self.tasks.values())
 
     def claim_options(self, conn: psycopg.Connection, queues: Sequence[str], refresh: bool = True) -> dict[str, Any]:
         """state_changes.claim's flow-control keywords for one claim of `queues`.

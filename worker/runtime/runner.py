@@ -44,6 +44,7 @@ from skiplock.core.plumbing.db import make_pool, session_settings
 from skiplock.core.producer import default_pool
 from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.status import HistoryMode
+from skiplock.core.task_options import FILL_IN_SECONDS
 from skiplock.monitor.alert_rules import AlertSettings
 from skiplock.runtime.async_pool import AsyncHandlerLoop
 from skiplock.runtime.claimer import LOST_HANDOFF_CHECK_SECONDS, Claimer, claims_commit_async
@@ -246,6 +247,10 @@ class Worker:
             self.health = HealthServer(self, self.settings.health_port)
             self.health.start()
 
+        def fill_in_options() -> None:  # jobs a producer marked after this worker started
+            with pool.connection() as conn:
+                self.flow.fill_in_options(conn)
+
         def fold() -> None:  # latency rows of workers gone for an hour become one 'exited' row
             with pool.connection() as conn:
                 fold_exited(conn)
@@ -257,6 +262,7 @@ class Worker:
             ("vacuum", JobsVacuum(pool, self.settings.vacuum_dead_rows, advisory_lock=session_settings()).run_once,
              VACUUM_CHECK_SECONDS),
             ("worker-registry", self._refresh_worker_row, WORKER_ROW_SECONDS),
+            ("task-options", fill_in_options, FILL_IN_SECONDS),
             ("latency-fold", fold, 600.0),
             ("recurring", recurring.tick, POLL_SECONDS),  # recurring slots, enqueued once each
             ("pruner", Pruner(pool, self.settings).run_once, PRUNE_SECONDS),

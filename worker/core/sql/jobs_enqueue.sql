@@ -14,67 +14,67 @@
 -- name: enqueue_plain
 -- Insert one job without a unique_key: a plain INSERT. ON CONFLICT would cost a speculative insertion
 -- even when the key is NULL and can never conflict, on the one-job-per-transaction path.
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint)
 RETURNING id
 
 -- name: enqueue_plain_traced
 -- enqueue_plain, also storing the producer's trace context.
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(trace_context)s::jsonb)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, trace_context)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(trace_context)s::jsonb)
 RETURNING id
 
 -- name: enqueue_unique_ignore
 -- Insert one job with a unique_key; a key in flight collapses the insert (no row returned).
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
 RETURNING id
 
 -- name: enqueue_unique_ignore_traced
 -- enqueue_unique_ignore, also storing the producer's trace context.
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s, %(trace_context)s::jsonb)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key, trace_context)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s, %(trace_context)s::jsonb)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
 RETURNING id
 
 -- name: enqueue_unique_bump
 -- Insert one job with a unique_key; a queued job with the key takes the later run_at (its id returned).
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO UPDATE SET run_at = greatest(jobs.run_at, EXCLUDED.run_at) WHERE jobs.status = 'queued'
 RETURNING id
 
 -- name: enqueue_unique_bump_traced
 -- enqueue_unique_bump, also storing the producer's trace context.
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s, %(trace_context)s::jsonb)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key, trace_context)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s, %(trace_context)s::jsonb)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO UPDATE SET run_at = greatest(jobs.run_at, EXCLUDED.run_at) WHERE jobs.status = 'queued'
 RETURNING id
 
 -- name: enqueue_unique_replace
 -- Insert one job with a unique_key; a queued job with the key takes the new payload, version and run_at (its id returned).
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO UPDATE SET payload = EXCLUDED.payload, version = EXCLUDED.version, run_at = EXCLUDED.run_at WHERE jobs.status = 'queued'
 RETURNING id
 
 -- name: enqueue_unique_replace_traced
 -- enqueue_unique_replace, also storing the producer's trace context.
-INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, unique_key, trace_context)
-VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s, %(trace_context)s::jsonb)
+INSERT INTO jobs (queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown, unique_key, trace_context)
+VALUES (%(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()), %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s, %(trace_context)s::jsonb)
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO UPDATE SET payload = EXCLUDED.payload, version = EXCLUDED.version, run_at = EXCLUDED.run_at WHERE jobs.status = 'queued'
 RETURNING id
 
 -- name: enqueue_many
 -- Insert many jobs in one statement from parallel arrays; collapsed unique keys return no row.
 -- WITH ORDINALITY keeps input order so callers can map returned ids back to their inputs.
-INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts, lock_key, tenant, version, weight)
-SELECT q, p::jsonb, pr, coalesce(ra, now()), uk, ma, lk, tn, vn, wt
+INSERT INTO jobs (queue, payload, priority, run_at, unique_key, max_attempts, lock_key, tenant, version, weight, task_options_unknown)
+SELECT q, p::jsonb, pr, coalesce(ra, now()), uk, ma, lk, tn, vn, wt, tu
   FROM unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[],
               %(run_ats)s::timestamptz[], %(unique_keys)s::text[], %(max_attempts)s::int[],
-              %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[], %(weights)s::int[])
-       WITH ORDINALITY AS v(q, p, pr, ra, uk, ma, lk, tn, vn, wt, ord)
+              %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[], %(weights)s::int[], %(unknown)s::smallint[])
+       WITH ORDINALITY AS v(q, p, pr, ra, uk, ma, lk, tn, vn, wt, tu, ord)
  ORDER BY ord
 ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
 RETURNING id
@@ -89,7 +89,7 @@ SELECT array_agg(nextval(seq.s)) FROM seq, generate_series(1, %(n)s)
 
 -- name: copy_jobs
 -- The COPY of enqueue_many's big batches of plain jobs, with the ids reserve_job_ids gave them.
-COPY jobs (id, queue, payload, priority, max_attempts, version, weight) FROM STDIN
+COPY jobs (id, queue, payload, priority, max_attempts, version, weight, task_options_unknown) FROM STDIN
 
 -- name: sql_producer_insert
 -- The documented plain-SQL producer's INSERT (README "Enqueueing from any language"): the floor

@@ -15,10 +15,10 @@ WITH key AS (
      WHERE k.expires_at <= now()
     RETURNING job_id
 ), job AS (
-    INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight,
+    INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight, task_options_unknown,
                       unique_key, trace_context)
     SELECT key.job_id, %(queue)s, %(payload)s::jsonb, %(priority)s, coalesce(%(run_at)s, now()),
-           %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(unique_key)s, %(trace_context)s::jsonb
+           %(max_attempts)s, %(lock_key)s, %(tenant)s, %(version)s, %(weight)s, %(task_options_unknown)s::smallint, %(unique_key)s, %(trace_context)s::jsonb
       FROM key
     ON CONFLICT (unique_key) WHERE status IN ('queued', 'running') DO NOTHING
     RETURNING id

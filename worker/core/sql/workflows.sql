@@ -20,14 +20,14 @@ SELECT coalesce(array_agg(p ORDER BY p), '{}') FROM unnest(%(parents)s::bigint[]
 -- child there. Parents are given per job as array literals ('{1,2}'), unique keys are refused before.
 WITH seq AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS s),
 v AS MATERIALIZED (
-    SELECT nextval(seq.s) AS id, u.q, u.p, u.pr, u.ra, u.ma, u.lk, u.tn, u.vn, u.wt,
+    SELECT nextval(seq.s) AS id, u.q, u.p, u.pr, u.ra, u.ma, u.lk, u.tn, u.vn, u.wt, u.tu,
            -- a job without parents (a batch member) skips the per-row subquery: NULL, not '{}'
            CASE WHEN u.pa IS NULL THEN '{}'::bigint[]
                 ELSE ARRAY(SELECT DISTINCT x FROM unnest(u.pa::bigint[]) AS x) END AS parents, u.pol, u.ord
       FROM seq, unnest(%(queues)s::text[], %(payloads)s::text[], %(priorities)s::int[], %(run_ats)s::timestamptz[],
                        %(max_attempts)s::int[], %(lock_keys)s::text[], %(tenants)s::text[], %(versions)s::int[],
-                       %(weights)s::int[], %(parents)s::text[], %(policies)s::text[])
-                WITH ORDINALITY AS u(q, p, pr, ra, ma, lk, tn, vn, wt, pa, pol, ord)
+                       %(weights)s::int[], %(unknown)s::smallint[], %(parents)s::text[], %(policies)s::text[])
+                WITH ORDINALITY AS u(q, p, pr, ra, ma, lk, tn, vn, wt, tu, pa, pol, ord)
      ORDER BY u.ord
 ), checked AS MATERIALIZED (
     SELECT skiplock_check_parents(ARRAY(SELECT DISTINCT x FROM v, unnest(v.parents) AS x)) AS root
@@ -37,8 +37,8 @@ v AS MATERIALIZED (
     RETURNING b.id
 ), ins AS (
     INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, lock_key, tenant, version, weight,
-                      status, waiting_on, on_dependency_failure, workflow_id, batch_id)
-    SELECT v.id, v.q, v.p::jsonb, v.pr, coalesce(v.ra, now()), v.ma, v.lk, v.tn, v.vn, v.wt,
+                      task_options_unknown, status, waiting_on, on_dependency_failure, workflow_id, batch_id)
+    SELECT v.id, v.q, v.p::jsonb, v.pr, coalesce(v.ra, now()), v.ma, v.lk, v.tn, v.vn, v.wt, v.tu,
            (CASE WHEN cardinality(v.parents) > 0 THEN 'waiting' ELSE 'queued' END)::job_status,
            CASE WHEN cardinality(v.parents) > 0 THEN cardinality(v.parents) END,
            v.pol,

@@ -22,6 +22,8 @@ from skiplock.core.producer import (
     default_pool,
     linked_specs,
     producer_settings,
+    queues_of,
+    refresh_task_defaults,
     serialize_payload,
 )
 from skiplock.core.sql import queries
@@ -76,6 +78,9 @@ class Batch:
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any] | tuple[str, Any]]) -> list[int]:
         """Enqueue many members in one statement; items as for `skiplock.enqueue_many`."""
+        jobs = jobs if isinstance(jobs, list) else list(jobs)
+        # the @task options of members whose task this process lacks, as skiplock.enqueue_many reads them
+        refresh_task_defaults(self._raw, queues_of(jobs))
         specs, parents, policies = linked_specs(jobs)
         if not specs:
             return []

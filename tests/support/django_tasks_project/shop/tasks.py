@@ -41,3 +41,21 @@ def flaky(context, fail_times):
 @task(priority=10)
 async def async_double(n):
     return n * 2
+
+
+@task()
+def monthly_totals(month):
+    return {"month": month, "total": 1250}
+
+
+@task(takes_context=True)
+def publish_report(context, month):
+    # a workflow's child: it runs once its parent has succeeded, and reads the parent's return value
+    return {"month": month, "parents": list(context.parent_results.values())}
+
+
+@task(takes_context=True)
+def ship_when_approved(context, order_id):
+    # durable: the job parks until skiplock.signal("approval-<id>") is sent, then runs on from here
+    decision = context.job.wait_for(f"approval-{order_id}", timeout=300)
+    return {"order": order_id, "decision": decision, "attempt": context.attempt}
