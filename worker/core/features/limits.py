@@ -132,6 +132,7 @@ def set_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, 
     per_second, burst = checked_rate(rate, burst)
     conn.execute(queries(_SQL).upsert_global, {"queue": queue, "concurrency": concurrency, "rate": per_second,
                                                "burst": burst, "actor": actor})
+    conn.execute(queries(_SQL).drop_if_unlimited, {"queue": queue})
 
 
 def set_tenant_limit(conn: psycopg.Connection, queue: str, *, concurrency: int | None, rate: float | str | None,
@@ -147,6 +148,7 @@ def set_tenant_limit(conn: psycopg.Connection, queue: str, *, concurrency: int |
     per_second, burst = checked_rate(rate, burst)
     conn.execute(queries(_SQL).upsert_per_tenant, {"queue": queue, "concurrency": concurrency,
                                                    "rate": per_second, "burst": burst, "actor": actor})
+    conn.execute(queries(_SQL).drop_if_unlimited, {"queue": queue})
 
 
 def clear_limit(conn: psycopg.Connection, queue: str) -> bool:

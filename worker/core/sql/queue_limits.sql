@@ -24,6 +24,13 @@ ON CONFLICT (queue) DO UPDATE
        updated_at = now(), updated_by = EXCLUDED.updated_by
 RETURNING queue
 
+-- name: drop_if_unlimited
+-- A queue whose last limit was just removed keeps no row: "remove the limits" of a queue that had none
+-- writes nothing, and the claim's limited-queue path is not taken for it.
+DELETE FROM queue_limits
+ WHERE queue = %(queue)s AND concurrency IS NULL AND rate IS NULL
+   AND tenant_concurrency IS NULL AND tenant_rate IS NULL
+
 -- name: delete_limits
 -- Remove every limit of a queue, global and per-tenant; a row back when it had some.
 DELETE FROM queue_limits WHERE queue = %(queue)s RETURNING limited
