@@ -33,6 +33,12 @@ def test_a_runtime_schedule_from_the_page_fires_and_is_changed_paused_backfilled
     assert "Traceback" not in console.log()
 
 
+def _confirm(page: Any) -> None:
+    """Pause, backfill and delete ask first (count, database, what will happen): the operator says yes."""
+    page.wait_for_selector("section.confirm")
+    page.locator("section.confirm button[type=submit]").click()
+
+
 def _make_fire_change_pause_backfill_and_delete(page: Any, console: Any, conn: Any, name: str, width: int) -> None:
     """One round trip of a runtime schedule through the page, at the viewport's width."""
     page.goto(console.url + "/recurring/")
@@ -72,6 +78,7 @@ def _make_fire_change_pause_backfill_and_delete(page: Any, console: Any, conn: A
 
     # pause from its row
     _row(page, console, name).locator("button:has-text('pause')").click()
+    _confirm(page)
     page.wait_for_selector(f"text=Schedule {name} paused")
     assert _row(page, console, name).locator(".badge.warn:has-text('paused')").count() == 1
 
@@ -79,6 +86,7 @@ def _make_fire_change_pause_backfill_and_delete(page: Any, console: Any, conn: A
     _row(page, console, name).locator("a:has-text('edit')").click()
     page.locator("input[name=hours]").fill("2")
     page.locator("button:has-text('backfill')").click()
+    _confirm(page)
     flash = page.locator(f"text=/Schedule {re.escape(name)}: [0-9]+ missed slot/").inner_text()
     assert int(re.search(r": (\d+) missed", flash).group(1)) in (1, 2)  # type: ignore[union-attr]
 
@@ -91,6 +99,7 @@ def _make_fire_change_pause_backfill_and_delete(page: Any, console: Any, conn: A
     # delete from its edit page
     _row(page, console, name).locator("a:has-text('edit')").click()
     page.locator("button.danger").click()
+    _confirm(page)
     page.wait_for_selector(f"text=Schedule {name} deleted")
     assert _row(page, console, name).count() == 0
 

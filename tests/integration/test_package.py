@@ -278,7 +278,12 @@ def _check_console(app: Installed, conn: psycopg.Connection, dead_id: int) -> No
         assert "order 77 cannot be shipped" in page
         token = re.search(r'name="csrf_token" value="([^"]+)"', page)
         assert token
+        # the job page's Retry asks first; the confirmation's "Yes" posts confirm=yes
         data = urllib.parse.urlencode({"csrf_token": token.group(1)}).encode()
+        with opener.open(f"{base}/jobs/{dead_id}/retry", data=data, timeout=10) as response:
+            assert "No, go back" in response.read().decode()
+        assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (dead_id,)) == "dead"
+        data = urllib.parse.urlencode({"csrf_token": token.group(1), "confirm": "yes"}).encode()
         with opener.open(f"{base}/jobs/{dead_id}/retry", data=data, timeout=10) as response:
             assert f"Job {dead_id} retried" in response.read().decode()
         assert scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", (dead_id,)) == "queued"

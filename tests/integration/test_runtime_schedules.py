@@ -270,7 +270,9 @@ def test_a_pass_writes_a_batch_of_due_schedules_with_a_few_statements_not_a_few_
     assert scalar(conn, "SELECT count(DISTINCT job_id) FROM recurring_slots") == 1000
     # a second pass at the same moment plans nothing; one a minute later plans each next slot once
     assert service.run_once(now) == []
-    later = now + timedelta(minutes=1, seconds=20)
+    # half a minute after the slot just planned fires: each schedule's next slot is due to be planned, and
+    # the one after it not yet (a fixed 'now + 80 s' planned two when now was late in its minute)
+    later = scalar(conn, "SELECT max(next_fire_at) FROM recurring_schedules") + timedelta(seconds=30)
     planned = 0
     while (batch := len(service.run_once(later))) > 0:
         planned += batch
