@@ -83,7 +83,7 @@ BUILD = [
     # 200 recurring schedules, each with its last 10 fires (the Recurring page shows a schedule's last runs)
     """INSERT INTO recurring_schedules (name, queue, kind, schedule, last_fire_at, next_fire_at)
        SELECT 'schedule-' || g, (ARRAY['emails','reports','webhooks','images'])[1 + g % 4], 'interval',
-              (300 + g)::text, now() - make_interval(secs => g), now() + make_interval(secs => 300)
+              (300 + g) || 's', now() - make_interval(secs => g), now() + make_interval(secs => 300)
          FROM generate_series(1, 200) g""",
     # (a tenth of the schedules' newest run is a dead job; the other runs' jobs succeeded and are gone)
     """INSERT INTO recurring_slots (name, fire_at, job_id, enqueued_at)

@@ -22,6 +22,10 @@ WORKER = {"SKIPLOCK_TASKS": "tests.support.logging_handlers", "PYTHONPATH": str(
 WIDTH = "() => document.documentElement.scrollWidth"
 
 
+# The stack panel polls and swaps itself (htmx outerHTML) until its stack is taken: scroll inside the page,
+# in one step, rather than through a handle that a swap may detach between finding and scrolling.
+SCROLL_TO_STACK = "document.getElementById('stack').scrollIntoView({block: 'nearest'})"
+
 def doc_screenshot(page: Any, name: str, tmp_path: Path) -> None:
     """The test's own screenshot; also docs/img/<name> with UPDATE_DOCS_IMG=1."""
     save_screenshot(page, name, tmp_path)
@@ -97,7 +101,7 @@ def test_show_stack_of_a_running_job_at_1440_and_390(page: Any, console: Any, co
     assert page.locator("dl.job").count() == 1 and page.locator("ol.timeline").count() == 1
     assert page.locator("#job #stack").count() == 1
     assert _status(conn, job) == "running"  # read-only: the run goes on
-    page.locator("#stack").scroll_into_view_if_needed()
+    page.evaluate(SCROLL_TO_STACK)
     doc_screenshot(page, "console-job-stack-1440.png", tmp_path)
 
     page.set_viewport_size({"width": 390, "height": 844})
@@ -106,6 +110,6 @@ def test_show_stack_of_a_running_job_at_1440_and_390(page: Any, console: Any, co
     page.wait_for_selector("pre.stack", timeout=15000)
     assert page.locator("dl.job").count() == 1
     assert page.evaluate(WIDTH) <= 390
-    page.locator("#stack").scroll_into_view_if_needed()
+    page.evaluate(SCROLL_TO_STACK)
     doc_screenshot(page, "console-job-stack-390.png", tmp_path)
     assert scalar(conn, "SELECT count(*) FROM audit_log WHERE action = 'show stack'") == 2

@@ -19,6 +19,7 @@ import pytest
 from skiplock import EnqueueError, enqueue, enqueue_async, enqueue_many
 from skiplock.core.errors import ConfigError
 from skiplock.core.features import limits
+from skiplock.core.producer_async import close_default_async_pool
 from skiplock.tools.cli import main as cli
 from tests.support.flow_handlers import FLOW_RUNS
 from tests.support.helpers import race, scalar, wait_for
@@ -209,7 +210,13 @@ def test_weight_is_stored_by_every_producer_path_and_checked(db_url: str, conn: 
     big = enqueue_many([{"queue": "w_paths", "payload": {}, "weight": 2} for _ in range(300)])  # the COPY path
     keyed = enqueue("w_paths", {}, weight=6, unique_key="k", unique_for=60)
     linked = enqueue("w_paths", {}, weight=7, depends_on=[one])
-    in_async = asyncio.run(enqueue_async("w_paths", {}, weight=8))
+    async def enqueue_then_close() -> int:
+        try:
+            return await enqueue_async("w_paths", {}, weight=8)
+        finally:  # as every async test does: the loop's pool is closed before the loop ends
+            await close_default_async_pool()
+
+    in_async = asyncio.run(enqueue_then_close())
     conn.execute("INSERT INTO jobs (queue, payload, weight) VALUES ('w_paths', '{}', 9)")  # the SQL producer
     weights: dict[int | None, int] = dict(conn.execute("SELECT id, weight FROM jobs").fetchall())
     assert [weights[i] for i in (one, *many, big[0], keyed, linked, in_async)] == [3, 4, 1, 2, 6, 7, 8]
