@@ -7,6 +7,7 @@ no Playwright browser download. Not root, or no apt-get: the browser tests are s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -92,13 +93,15 @@ def console_settings() -> dict[str, str]:
     return {}
 
 
-@pytest.fixture
-def console(db_url: str, tmp_path: Path, console_settings: dict[str, str]) -> Iterator[Console]:
+@contextlib.contextmanager
+def serve_console(settings: dict[str, str], tmp_path: Path) -> Iterator[Console]:
+    """The console under gunicorn (gthread, 1 worker) with these settings on top of a login, until the block ends."""
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_")}
-    env.update({"DATABASE_URL": db_url, "SKIPLOCK_WEB_USER": USER, "SKIPLOCK_WEB_PASSWORD": PASSWORD,
+    # the caller's settings decide the database(s): none of the environment's own leaks in
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_") and k != "DATABASE_URL"}
+    env.update({"SKIPLOCK_WEB_USER": USER, "SKIPLOCK_WEB_PASSWORD": PASSWORD,
                 "SKIPLOCK_SECRET_KEY": "browser-test-secret", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
-                **console_settings})
+                **settings})
     log_path = tmp_path / "gunicorn.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "skiplock.webapp:create_app()", "--worker-class",
@@ -116,6 +119,12 @@ def console(db_url: str, tmp_path: Path, console_settings: dict[str, str]) -> It
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=15)
+
+
+@pytest.fixture
+def console(db_url: str, tmp_path: Path, console_settings: dict[str, str]) -> Iterator[Console]:
+    with serve_console({"DATABASE_URL": db_url, **console_settings}, tmp_path) as console:
+        yield console
 
 
 def log_in(page: Any, console: Console) -> None:

@@ -4,9 +4,6 @@ that stays inside the viewport."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +12,8 @@ import psycopg
 import pytest
 
 from skiplock import enqueue
-from tests.browser.conftest import PASSWORD, USER, Console, _free_port, _healthy, save_screenshot
-from tests.conftest import REPO
+from tests.browser.conftest import PASSWORD, USER, Console, save_screenshot, serve_console
 from tests.support.factory import make_job
-from tests.support.helpers import wait_for
 
 
 @pytest.fixture
@@ -27,24 +22,8 @@ def two_consoles(db_url: str, fresh_db_url: str, tmp_path: Path) -> Iterator[Con
         with psycopg.connect(url, autocommit=True) as conn:
             enqueue("t1", {"n": 1}, conn=conn)
             make_job(conn, "t1", "dead", last_error="RuntimeError: boom", attempts=5)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKIPLOCK_") and k != "DATABASE_URL"}
-    env.update({"SKIPLOCK_DATABASES": f"orders={db_url},billing={fresh_db_url}", "SKIPLOCK_WEB_USER": USER,
-                "SKIPLOCK_WEB_PASSWORD": PASSWORD, "SKIPLOCK_SECRET_KEY": "browser-test-secret",
-                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
-    log_path = tmp_path / "gunicorn.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "skiplock.webapp:create_app()", "--worker-class",
-                                 "gthread", "--workers", "1", "--threads", "4", "--bind", f"127.0.0.1:{port}"],
-                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    console = Console(f"http://127.0.0.1:{port}", log_path)
-    try:
-        wait_for(lambda: proc.poll() is not None or _healthy(console.url), timeout=30, message="gunicorn up")
-        assert proc.poll() is None, console.log()
+    with serve_console({"SKIPLOCK_DATABASES": f"orders={db_url},billing={fresh_db_url}"}, tmp_path) as console:
         yield console
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 @pytest.mark.parametrize("width", [1440, 390])
