@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from skiplock import PermanentFailure, enqueue
+from skiplock.core.plumbing import tracing
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.registry import Registry, Task
 from skiplock.runtime.runner import Worker
@@ -30,6 +31,7 @@ def spans():
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
         trace.set_tracer_provider(provider)
+    tracing.forget_provider()  # an earlier test in this process may have found none a moment ago
     _EXPORTER.clear()
     return _EXPORTER
 

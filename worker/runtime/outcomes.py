@@ -32,6 +32,8 @@ def format_error(exc: BaseException) -> str:
 
 def check_result(job: state_changes.ClaimedJob, result: Any) -> None:
     """Refuse a handler result that means its work never ran (an un-awaited coroutine)."""
+    if result is None:  # most handlers return nothing: skip inspect's walk on every job
+        return
     if inspect.isawaitable(result):
         # an un-awaited coroutine means the handler's work never ran: calling that a
         # success would silently lose the job, so it is dead with the reason instead

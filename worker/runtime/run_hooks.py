@@ -17,7 +17,7 @@ and sees the final outcome last (tracing), and a hook appended at the end sits n
 handler (the first to see its exception). `after` runs for every hook, even when an earlier
 `before` raised. The standard order, outermost first:
 
-    tracing, latency, run times, lane sizing, payload versions, cancel, error hooks, durable jobs
+    tracing, timings (latency, run times, lane sizing), payload versions, cancel, error hooks, durable jobs
 
 so the error hooks see the classified outcome, the cancel then turns it into "cancelled by <who>",
 and the timings and the trace see what is written. The durable jobs' hook (runtime/durable_hook.py,
@@ -86,35 +86,22 @@ class TracingHook(RunHook):
         tracing.end_run("queued", reason)
 
 
-class LatencyHook(RunHook):
-    """The handler histogram saved with the worker row (worker/runtime/latency.py)."""
+class TimingsHook(RunHook):
+    """What the run's duration feeds: the handler histogram saved with the worker row
+    (worker/runtime/latency.py), the per-queue, per-minute run times for the console
+    (worker/core/features/run_times.py; None when the worker keeps none) and its lane's claim sizing
+    (worker/runtime/prefetch.py). One hook for the three, because each hook is a call on every job's path."""
 
-    def __init__(self, latency: LatencyRecorder) -> None:
+    def __init__(self, latency: LatencyRecorder, run_times: RunTimeRecorder | None,
+                 lane_of: Mapping[str, Lane]) -> None:
         self.latency = latency
-
-    def after(self, job: ClaimedJob, outcome: Outcome, seconds: float, exc: BaseException | None) -> Outcome:
-        self.latency.observe("handler", seconds)
-        return outcome
-
-
-class RunTimesHook(RunHook):
-    """Per-queue, per-minute run times for the console (worker/core/features/run_times.py)."""
-
-    def __init__(self, run_times: RunTimeRecorder) -> None:
         self.run_times = run_times
-
-    def after(self, job: ClaimedJob, outcome: Outcome, seconds: float, exc: BaseException | None) -> Outcome:
-        self.run_times.observe(job.queue, seconds)
-        return outcome
-
-
-class LaneSizingHook(RunHook):
-    """Handler times feed each lane's claim sizing (worker/runtime/prefetch.py)."""
-
-    def __init__(self, lane_of: Mapping[str, Lane]) -> None:
         self.lane_of = lane_of
 
     def after(self, job: ClaimedJob, outcome: Outcome, seconds: float, exc: BaseException | None) -> Outcome:
+        self.latency.observe("handler", seconds)
+        if self.run_times is not None:
+            self.run_times.observe(job.queue, seconds)
         self.lane_of[job.queue].sizing.observe_handler(seconds)
         return outcome
 
@@ -148,11 +135,8 @@ class ErrorHooks(RunHook):
 def standard_hooks(flow: WorkerFlow, latency: LatencyRecorder, run_times: RunTimeRecorder | None,
                    lane_of: Mapping[str, Lane]) -> list[RunHook]:
     """The worker's hooks, outermost first (see the module docstring for the order's reasons)."""
-    chosen: list[RunHook] = [TracingHook(), LatencyHook(latency)]
-    if run_times is not None:
-        chosen.append(RunTimesHook(run_times))
-    chosen += [LaneSizingHook(lane_of), PayloadVersionsHook(flow), CancelHook(), ErrorHooks()]
-    return chosen
+    return [TracingHook(), TimingsHook(latency, run_times, lane_of), PayloadVersionsHook(flow), CancelHook(),
+            ErrorHooks()]
 
 
 def cancellation_is_an_outcome(job: ClaimedJob) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +30,9 @@ TRACER_NAME = "skiplock"
 TRACE_CONTEXTS = "SELECT id, trace_context FROM jobs WHERE id = ANY(%(ids)s) AND trace_context IS NOT NULL"
 
 _otel: Any = None  # the opentelemetry.trace module, False when it is not installed
+NO_PROVIDER_RECHECK = 1.0  # seconds between two asks while no real tracer provider is set
+_provider_seen = False  # a real provider was found: final (see _active)
+_no_provider_until = 0.0  # time.monotonic() before which "no provider" still holds
 _stored: dict[int, dict[str, str]] = {}  # job id -> trace context read at claim, taken at run start
 # The current run's (span, context token). A context variable, not a thread-local: each handler
 # thread has its own context, and so does each asyncio task on the worker's event loop, where many
@@ -53,11 +57,28 @@ def _active() -> Any:
 
     opentelemetry-api alone (installed by some other library, or our test extra) answers every
     call with a no-op provider: then spans would record nothing, so skip them and the extra query.
+    Every run asks, so the answer is kept: a provider, once set, is final (OpenTelemetry refuses to
+    replace it), and "none yet" is asked again after NO_PROVIDER_RECHECK seconds, so a provider the
+    application sets after the worker started is used from then on. Asking OpenTelemetry reads
+    os.environ each time, which cost more than the rest of a no-op job's hooks together.
     """
+    global _provider_seen, _no_provider_until
+    if _provider_seen:
+        return _otel
+    if time.monotonic() < _no_provider_until:
+        return None
     trace = _api()
     if not trace or isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        _no_provider_until = time.monotonic() + NO_PROVIDER_RECHECK
         return None
+    _provider_seen = True
     return trace
+
+
+def forget_provider() -> None:
+    """Ask OpenTelemetry again at the next run (tests that set and reset a provider call this)."""
+    global _provider_seen, _no_provider_until
+    _provider_seen, _no_provider_until = False, 0.0
 
 
 def enabled() -> bool:
