@@ -242,3 +242,54 @@ def limit(name: str) -> ResponseReturnValue:
         flash(f"Queue {queue} limited to {' and '.join(p for p in parts if p)} across all workers "
               "(workers pick it up within a second).")
     return redirect(back, 303)
+
+
+@bp.route("/<path:name>/tenant-limit", methods=["POST"])
+def tenant_limit(name: str) -> ResponseReturnValue:
+    """Set or remove the queue's per-tenant limits (as `skiplock queues limit --per-tenant-...` does),
+    keeping its global ones."""
+    queue = filters.queue(name) or abort(404)
+    back = url_for("queues.show", name=queue)
+    clear = filters.arg("clear") == "yes"
+    raw_concurrency = (filters.arg("tenant_concurrency") or "").strip()
+    raw_rate = (filters.arg("tenant_rate") or "").strip()
+    with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
+        current = next((r for r in limits.list_limits(conn) if r.queue == queue), None)
+        try:
+            concurrency, rate, burst = (None, None, None) if clear else _tenant_values(raw_concurrency, raw_rate,
+                                                                                      current)
+        except (ValueError, ConfigError) as exc:  # a clear message, and nothing changed
+            flash(f"Per-tenant limits of {queue} not changed: {exc}", "error")
+            return redirect(back, 303)
+        limits.set_tenant_limit(conn, queue, concurrency=concurrency, rate=rate, burst=burst, actor=str(g.user))
+        audit("limit queue per tenant", 0, conn=conn, queue=queue, concurrency=concurrency, rate=rate, burst=burst)
+    kept = " Its global limits stay as they are." if current and current.global_limits else ""
+    if concurrency is None and rate is None:
+        flash(f"Queue {queue} has no per-tenant limit now.{kept}")
+    else:
+        parts = [f"concurrency {concurrency}" if concurrency else "",
+                 f"rate {rate:g}/s (tolerance {burst:g})" if rate and burst else ""]
+        flash(f"Each tenant of queue {queue} limited to {' and '.join(p for p in parts if p)}; "
+              f"workers pick it up within a second.{kept}")
+    return redirect(back, 303)
+
+
+def _tenant_values(raw_concurrency: str, raw_rate: str,
+                   current: limits.QueueLimit | None) -> tuple[int | None, float | None, float | None]:
+    """(concurrency, rate per second, burst) from the per-tenant form, checked by the library's own rules."""
+    if not raw_concurrency and not raw_rate:
+        raise ConfigError("give a per-tenant concurrency, a rate or both (Remove per-tenant limits removes them)")
+    concurrency = None
+    if raw_concurrency:
+        number: object
+        try:
+            number = int(raw_concurrency)
+        except ValueError:
+            number = raw_concurrency  # no whole number: the library's check refuses it in its own words
+        concurrency = limits.check_concurrency(number)
+    if current and current.tenant_rate and raw_rate == f"{current.tenant_rate:g}/s":
+        # the rate as the form showed it: kept exactly, with its tolerance (which the form does not
+        # show, and may have been set with the CLI's --per-tenant-burst)
+        return concurrency, current.tenant_rate, current.tenant_burst
+    rate, burst = limits.checked_rate(raw_rate or None, None)
+    return concurrency, rate, burst
