@@ -7,8 +7,9 @@ call at a time per queue: the lane claims up to a second batch meanwhile, which 
 
 Each job of a batch stays itself. The ledger holds it from its claim to its ack, the heartbeat extends
 its lease and reads its cancel request, the shutdown gives it back. The executor's run hooks run for it
-as for a run of its own: each job's hooks in a contextvars.Context of its own, so the hooks that keep
-a run in a ContextVar (tracing, the job's log lines) each see one job. Its outcome is its own: a
+as for a run of its own. While a hook keeps runs in a ContextVar (tracing, once a tracer provider is
+set), each job's hooks run in a contextvars.Context of its own, so that each sees one job; the job's
+log lines are not kept for a batch's jobs (see below), so without tracing no Context is made. Its outcome is its own: a
 success, the exception BatchItemsFailed names for it, or the exception that failed the whole call,
 classified with its own attempts (worker/runtime/outcomes.py) and recorded by the executor's
 `conclude` / `conclude_failed`, as for any run.
@@ -25,6 +26,7 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from skiplock.core import state_changes
@@ -50,6 +52,8 @@ class RunRecorder(Protocol):
 
     settings: Settings
 
+    def runs_keep_context(self, queue: str) -> bool: ...
+
     def prepare_payload(self, job: ClaimedJob) -> Any: ...
 
     def context(self, job: ClaimedJob, kind: type[BatchMember]) -> BatchMember: ...
@@ -60,11 +64,21 @@ class RunRecorder(Protocol):
     def conclude_failed(self, job: ClaimedJob, exc: BaseException, started: float) -> None: ...
 
 
+class _SharedScope:
+    """In place of a job's own contextvars.Context when no hook keeps its run in one: calls directly."""
+
+    def run(self, func: Callable[..., Any], *args: Any) -> Any:
+        return func(*args)
+
+
+_SHARED = _SharedScope()
+
+
 class _Member(NamedTuple):
     """One job of the batch being run: its hooks' context, the payload they made, its JobContext."""
 
     job: ClaimedJob
-    scope: contextvars.Context
+    scope: contextvars.Context | _SharedScope
     payload: Any
     context: BatchMember
 
@@ -137,8 +151,9 @@ class BatchRunner:
         executor = self.executor
         started = time.perf_counter()
         members: list[_Member] = []
+        own_scopes = executor.runs_keep_context(self.task.queue)  # asked once per batch
         for job in jobs:
-            scope = contextvars.copy_context()
+            scope = contextvars.copy_context() if own_scopes else _SHARED
             try:
                 payload = scope.run(executor.prepare_payload, job)
             except BaseException as exc:  # its payload (or its upgrade) is broken: that job fails alone

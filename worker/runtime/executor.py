@@ -206,6 +206,10 @@ class Executor:
         (most do not: it is built only for those)."""
         return self.prepare_payload(job), (self.context(job) if task.wants_job else None)
 
+    def runs_keep_context(self, queue: str) -> bool:
+        """Whether some hook keeps a run of `queue` in a ContextVar now (RunHook.keeps_run_in_context)."""
+        return any(hook.keeps_run_in_context(queue) for hook in self.hooks)
+
     def prepare_payload(self, job: state_changes.ClaimedJob) -> Any:
         """The job's payload (claimed as text, see Claimer.claim) through the hooks' `before`."""
         payload = json.loads(job.payload)

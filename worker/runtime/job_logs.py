@@ -128,18 +128,27 @@ def install() -> None:
 
 
 class JobLogsHook(RunHook):
-    """Routes the run's log records to its AttemptLog, from `before` to `after`."""
+    """Routes the run's log records to its AttemptLog, from `before` to `after`.
 
-    def __init__(self, live: LiveLogs) -> None:
+    Not for the jobs of `batch_queues`: a batch handler's lines belong to no one job of its batch
+    (worker/runtime/batch_runner.py), and the handler runs outside its jobs' hooks anyway."""
+
+    def __init__(self, live: LiveLogs, batch_queues: frozenset[str] = frozenset()) -> None:
         self.live = live
+        self.batch_queues = batch_queues
         install()
 
     def before(self, job: ClaimedJob, payload: Any) -> Any:
-        _current.set(AttemptLog(job.id, job.attempts, self.live))
+        if job.queue not in self.batch_queues:
+            _current.set(AttemptLog(job.id, job.attempts, self.live))
         return payload
 
+    def keeps_run_in_context(self, queue: str) -> bool:
+        return queue not in self.batch_queues
+
     def after(self, job: ClaimedJob, outcome: Outcome, seconds: float, exc: BaseException | None) -> Outcome:
-        _current.set(None)
+        if job.queue not in self.batch_queues:
+            _current.set(None)
         return outcome
 
     def given_back(self, job: ClaimedJob, reason: str) -> None:

@@ -65,6 +65,13 @@ class RunHook:
     def given_back(self, job: ClaimedJob, reason: str) -> None:
         """The run ended with no outcome: its job goes back to its queue (a broken environment)."""
 
+    def keeps_run_in_context(self, queue: str) -> bool:
+        """Whether this hook keeps a run of `queue` in a ContextVar now. A batch's jobs run their hooks
+        together on one thread, so each then needs a contextvars.Context of its own
+        (worker/runtime/batch_runner.py); when no hook does, a batch makes none, which on a no-op
+        batch cost a fifth of its worker's time per job."""
+        return False
+
 
 def overrides(hook: RunHook, method: str) -> bool:
     """Whether `hook` does something in `method` (the executor calls only those)."""
@@ -84,6 +91,9 @@ class TracingHook(RunHook):
 
     def given_back(self, job: ClaimedJob, reason: str) -> None:
         tracing.end_run("queued", reason)
+
+    def keeps_run_in_context(self, queue: str) -> bool:
+        return tracing.enabled()  # the span lives in a ContextVar only while a tracer provider is set
 
 
 class TimingsHook(RunHook):

@@ -127,7 +127,8 @@ class Worker:
                                                                self.held.lane_of),
                  DurableHook(self.worker_id, lambda: default_pool().connection())]
         if settings.job_logs:  # SKIPLOCK_JOB_LOGS=0 leaves handlers' records to the logging configuration alone
-            hooks.insert(0, JobLogsHook(self.parts.job_logs))
+            batch_queues = frozenset(q for q, t in self.tasks.items() if t.is_batch)
+            hooks.insert(0, JobLogsHook(self.parts.job_logs, batch_queues))
         self.executor = Executor(self.parts, hooks)
         self.shutdown = Shutdown(self.parts, self.executor)
         self.claimer = Claimer(self.parts, self.queues, self.waiting, start_jobs=self.executor.start,
