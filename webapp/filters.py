@@ -31,6 +31,14 @@ def job_id(raw: str | None, what: str = "id") -> int | None:
     return int(raw)
 
 
+def required_job_id(raw: str | None) -> int:
+    """A job id from a route's path: job_id(), and 400 when it is empty."""
+    jid = job_id(raw)
+    if jid is None:
+        abort(400, "job id is required")
+    return jid
+
+
 def ids(values: list[str]) -> list[int]:
     """Selected job ids from checkboxes; 400 if any is malformed, or if none was selected."""
     parsed = [job_id(v, "selected id") for v in values]

@@ -6,9 +6,11 @@ recurring_defs) and is audited."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 from flask import Blueprint, abort, flash, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
@@ -95,15 +97,26 @@ def _form_settings() -> dict[str, Any]:
 def create() -> ResponseReturnValue:
     """Make a runtime schedule from the page's form."""
     name = (filters.arg("name") or "").strip()
-    try:
+
+    def change(conn: psycopg.Connection) -> str:
         given = _form_settings()
+        made = schedules.create(name, given.pop("queue", ""), given.pop("payload", None), conn=conn, **given)
+        audit("create schedule", 1, conn=conn, schedule=name, **_form_settings())
+        return f"Schedule {name} created; it fires {schedule_words.describe(made.kind, made.schedule, made.timezone)}."
+
+    return _write("Schedule not created", change)
+
+
+def _write(failed: str, change: Callable[[psycopg.Connection], str]) -> ResponseReturnValue:
+    """Run `change` (a schedule's change and its audit row) in one transaction and flash the sentence it
+    returns; a ConfigError flashes `failed` with its reason, and nothing is written. Back to the page."""
+    try:
         with db.connection() as conn, conn.transaction():  # the change and its audit row commit together
-            made = schedules.create(name, given.pop("queue", ""), given.pop("payload", None), conn=conn, **given)
-            audit("create schedule", 1, conn=conn, schedule=name, **_form_settings())
+            done = change(conn)
     except ConfigError as exc:  # a clear message, and nothing written
-        flash(f"Schedule not created: {exc}", "error")
+        flash(f"{failed}: {exc}", "error")
     else:
-        flash(f"Schedule {name} created; it fires {schedule_words.describe(made.kind, made.schedule, made.timezone)}.")
+        flash(done)
     return redirect(url_for("recurring.index"), 303)
 
 
@@ -124,16 +137,14 @@ def edit_form(name: str) -> ResponseReturnValue:
 @bp.route("/<path:name>/edit", methods=["POST"])
 def edit(name: str) -> ResponseReturnValue:
     """Change a runtime schedule's settings from its row's form (blank fields stay as they are)."""
-    try:
+
+    def change(conn: psycopg.Connection) -> str:
         given = _form_settings()
-        with db.connection() as conn, conn.transaction():
-            schedules.update(name, conn=conn, **given)
-            audit("edit schedule", 1, conn=conn, schedule=name, **given)
-    except ConfigError as exc:
-        flash(f"Schedule {name} not changed: {exc}", "error")
-    else:
-        flash(f"Schedule {name} changed; it is planned again from now.")
-    return redirect(url_for("recurring.index"), 303)
+        schedules.update(name, conn=conn, **given)
+        audit("edit schedule", 1, conn=conn, schedule=name, **given)
+        return f"Schedule {name} changed; it is planned again from now."
+
+    return _write(f"Schedule {name} not changed", change)
 
 
 @bp.route("/<path:name>/backfill", methods=["POST"])
@@ -149,15 +160,13 @@ def backfill(name: str) -> ResponseReturnValue:
     now = datetime.now(UTC)
     if not confirmed():
         return _confirm_backfill(name, hours, now)
-    try:
-        with db.connection() as conn, conn.transaction():
-            ids = schedules.backfill(name, now - timedelta(hours=hours), now, conn=conn)
-            audit("backfill schedule", len(ids), conn=conn, schedule=name, hours=hours)
-    except ConfigError as exc:
-        flash(f"Schedule {name} not backfilled: {exc}", "error")
-    else:
-        flash(f"Schedule {name}: {len(ids)} missed slot(s) enqueued.")
-    return redirect(url_for("recurring.index"), 303)
+
+    def change(conn: psycopg.Connection) -> str:
+        ids = schedules.backfill(name, now - timedelta(hours=hours), now, conn=conn)
+        audit("backfill schedule", len(ids), conn=conn, schedule=name, hours=hours)
+        return f"Schedule {name}: {len(ids)} missed slot(s) enqueued."
+
+    return _write(f"Schedule {name} not backfilled", change)
 
 
 def _confirm_backfill(name: str, hours: float, now: datetime) -> ResponseReturnValue:

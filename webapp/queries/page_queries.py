@@ -40,18 +40,19 @@ ORDER BY 1
 LIMIT %(limit)s
 """
 
-# A queue's distinct priorities among its ready jobs, by a loose index scan of jobs_ready_idx (queue,
-# priority DESC, ...): one index probe per priority, however many jobs. QUEUE_STATS and RETRYING_IN_QUEUE
-# start from it.
-_QUEUE_PRIORITIES = """
-WITH RECURSIVE prios AS (
-    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued'
+# A queue's distinct priorities among its ready jobs, highest first from START_FILTER on, by a loose
+# index scan of jobs_ready_idx (queue, priority DESC, ...): one index probe per priority, however many
+# jobs. QUEUE_STATS and RETRYING_IN_QUEUE start from all of them, the ready and scheduled pages from
+# their cursor's.
+_PRIOS_DOWN = """WITH RECURSIVE prios AS (
+    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' START_FILTER
       ORDER BY priority DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
               AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
       FROM prios p WHERE p.priority IS NOT NULL
 )"""
+_QUEUE_PRIORITIES = _PRIOS_DOWN.replace("START_FILTER", "")
 
 # One queue's overview numbers. jobs_ready_idx is ordered (queue, priority DESC, run_at, id), so
 # run_at is only a range inside one priority: first find the queue's few distinct priorities with a
@@ -211,15 +212,6 @@ SELECT {_JOB_COLUMNS} FROM jobs
 # a (run_at, id) row comparison the btree can seek to, so page 1,000 costs what page 1 costs. The
 # priorities come from a loose index scan starting at the cursor's; the search window's end (e_*)
 # prunes lower priorities before their walk starts.
-# The queue's distinct priorities of queued jobs, highest first from START_FILTER on, by a loose index scan.
-_PRIOS_DOWN = """WITH RECURSIVE prios AS (
-    (SELECT priority FROM jobs WHERE queue = %(queue)s AND status = 'queued' START_FILTER
-      ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM jobs j WHERE j.queue = %(queue)s AND j.status = 'queued'
-              AND j.priority < p.priority ORDER BY j.priority DESC LIMIT 1)
-      FROM prios p WHERE p.priority IS NOT NULL
-)"""
 
 _QUEUED_PAGE = _PRIOS_DOWN.replace("START_FILTER", "AND (%(c_id)s::bigint IS NULL OR priority <= %(c_prio)s)") + f"""
 SELECT r.* FROM prios p CROSS JOIN LATERAL (

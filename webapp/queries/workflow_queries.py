@@ -25,28 +25,20 @@ _QUEUE = """coalesce(j.queue,
 # A job's parents (or dependents): the first %(limit)s by id, each with its state and queue.
 # Two statements, not one with a direction parameter: each walks its own index of job_deps (child, or
 # parent), where an `e.child = ... OR e.parent = ...` chosen at run time would be planned for neither.
-JOB_PARENTS = f"""
-SELECT x.id, coalesce(j.queue, e.parent_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
+# Written once for both directions: `this` is the job's side of the edge, `other` the side listed.
+_JOB_EDGES = """
+SELECT x.id, coalesce(j.queue, e.{other}_queue) AS queue, {state} AS state, e.parent_state::text AS edge_state,
        j.id IS NOT NULL AS row_kept
   FROM job_deps e
-  CROSS JOIN LATERAL (SELECT e.parent AS id) x
+  CROSS JOIN LATERAL (SELECT e.{other} AS id) x
   LEFT JOIN jobs j ON j.id = x.id
   LEFT JOIN job_results r ON r.job_id = x.id
- WHERE e.child = %(id)s
- ORDER BY e.parent
+ WHERE e.{this} = %(id)s
+ ORDER BY e.{other}
  LIMIT %(limit)s
 """
-JOB_DEPENDENTS = f"""
-SELECT x.id, coalesce(j.queue, e.child_queue) AS queue, {_STATE} AS state, e.parent_state::text AS edge_state,
-       j.id IS NOT NULL AS row_kept
-  FROM job_deps e
-  CROSS JOIN LATERAL (SELECT e.child AS id) x
-  LEFT JOIN jobs j ON j.id = x.id
-  LEFT JOIN job_results r ON r.job_id = x.id
- WHERE e.parent = %(id)s
- ORDER BY e.child
- LIMIT %(limit)s
-"""
+JOB_PARENTS = _JOB_EDGES.format(this="child", other="parent", state=_STATE)
+JOB_DEPENDENTS = _JOB_EDGES.format(this="parent", other="child", state=_STATE)
 # How many parents and dependents a job has (index ranges on job_deps' two indexes).
 JOB_LINK_COUNTS = """
 SELECT (SELECT count(*) FROM job_deps WHERE child = %(id)s) AS parents,

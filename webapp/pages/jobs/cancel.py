@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, g, redirect, url_for
+from flask import Blueprint, flash, g, redirect, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
@@ -19,9 +19,7 @@ bp = Blueprint("cancel", __name__, url_prefix="/jobs")
 # A static last segment: Werkzeug prefers this rule over the jobs blueprint's /<job_id>/<action>.
 @bp.route("/<job_id>/cancel-running", methods=["POST"])
 def cancel_running(job_id: str) -> ResponseReturnValue:
-    jid = filters.job_id(job_id)
-    if jid is None:
-        abort(400, "job id is required")
+    jid = filters.required_job_id(job_id)
     if not confirmed():
         return _confirm(jid)
     with db.connection() as conn, conn.transaction():  # the request and its audit row commit together

@@ -61,9 +61,7 @@ def new() -> ResponseReturnValue:
 @bp.route("/<job_id>/edit", methods=["GET", "POST"])
 def edit(job_id: str) -> ResponseReturnValue:
     """The form filled with the queued job as it is now (GET), its confirmation, then the compare-and-set."""
-    jid = filters.job_id(job_id)
-    if jid is None:
-        abort(400, "job id is required")
+    jid = filters.required_job_id(job_id)
     if request.method == "GET":
         with db.connection(primary=True) as conn:
             job = job_edit.current(conn, jid)

@@ -33,12 +33,6 @@ LOG_ATTEMPTS_SHOWN = 3
 HISTORY_SQL = queries("jobs_history_search")  # a job moved to jobs_history (history mode partitioned)
 
 
-def _parse(job_id: str) -> int:
-    parsed = filters.job_id(job_id)
-    if parsed is None:
-        abort(400, "job id is required")
-    return parsed
-
 
 @bp.route("/<job_id>")
 def show(job_id: str) -> ResponseReturnValue:
@@ -46,7 +40,7 @@ def show(job_id: str) -> ResponseReturnValue:
 
     A job whose row is gone (history mode delete) but whose result or links remain gets a short
     page with what is still known: its final state, result, parents and dependents."""
-    return render_job(_parse(job_id))
+    return render_job(filters.required_job_id(job_id))
 
 
 def render_job(jid: int, form: edit_form.EditForm | None = None, code: int = 200) -> ResponseReturnValue:
@@ -136,7 +130,7 @@ def _runtime(job: dict[str, Any]) -> float | None:
 def act(job_id: str, action: str) -> ResponseReturnValue:
     """Apply one action to one job after its confirmation; a job no longer in the right state is reported,
     not changed."""
-    jid = _parse(job_id)
+    jid = filters.required_job_id(job_id)
     transition = transitions.BY_ACTION.get(action) or abort(404, f"unknown action {action[:40]!r}")
     if not confirmed():  # each of them destroys, stops or starts work: say what first (act_confirm.py)
         with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:

@@ -29,9 +29,7 @@ BAD_INPUT, CONFLICT = 400, 409
 @bp.route("/<job_id>/edit-retry", methods=["POST"])
 def edit_and_retry(job_id: str) -> ResponseReturnValue:
     """Apply the edit and retry, or show the job page again with why not."""
-    jid = filters.job_id(job_id)
-    if jid is None:
-        abort(400, "job id is required")
+    jid = filters.required_job_id(job_id)
     text = request.form.get("payload", "")
     digest = request.form.get("digest", "")
     if not digest:  # a form made by hand, or cut short: the compare-and-set needs what the page showed

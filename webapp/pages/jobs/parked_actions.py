@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import psycopg
-from flask import Blueprint, abort, flash, g, redirect, request, url_for
+from flask import Blueprint, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from psycopg.rows import dict_row
 
@@ -27,17 +27,11 @@ bp = Blueprint("parked_actions", __name__, url_prefix="/jobs")
 MAX_PAYLOAD = 10_000  # characters of JSON an operator may send with a signal
 
 
-def _job(job_id: str) -> int:
-    jid = filters.job_id(job_id)
-    if jid is None:
-        abort(400, "job id is required")
-    return jid
-
 
 # Static last segments: Werkzeug prefers these rules over the jobs blueprint's /<job_id>/<action>.
 @bp.route("/<job_id>/wake-now", methods=["POST"])
 def wake_now(job_id: str) -> ResponseReturnValue:
-    jid = _job(job_id)
+    jid = filters.required_job_id(job_id)
     back = url_for("jobs.show", job_id=jid)
     with db.connection() as conn:
         if not confirmed():
@@ -74,7 +68,7 @@ def _confirm_wake(conn: psycopg.Connection, jid: int, back: str) -> ResponseRetu
 
 @bp.route("/<job_id>/send-signal", methods=["POST"])
 def send_signal(job_id: str) -> ResponseReturnValue:
-    jid = _job(job_id)
+    jid = filters.required_job_id(job_id)
     back = url_for("jobs.show", job_id=jid)
     text = (request.form.get("payload") or "").strip() or "null"
     with db.connection() as conn:

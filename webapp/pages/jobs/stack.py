@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, abort, flash, g, redirect, render_template, url_for
+from flask import Blueprint, flash, g, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 
 from skiplock.core.features import job_stacks
@@ -16,18 +16,12 @@ from skiplock.webapp.web import audit, is_htmx
 bp = Blueprint("job_stack", __name__, url_prefix="/jobs")
 
 
-def _parse(job_id: str) -> int:
-    parsed = filters.job_id(job_id)
-    if parsed is None:
-        abort(400, "job id is required")
-    return parsed
-
 
 # Static last segments: Werkzeug prefers these rules over the jobs blueprint's /<job_id>/<action>.
 @bp.route("/<job_id>/stack", methods=["POST"])
 def request_stack(job_id: str) -> ResponseReturnValue:
     """Ask the worker running the job for its stack; the panel then polls for the answer."""
-    jid = _parse(job_id)
+    jid = filters.required_job_id(job_id)
     refused = None
     with db.connection(primary=True) as conn, conn.transaction():  # the request and its audit row commit together
         try:
@@ -45,7 +39,7 @@ def request_stack(job_id: str) -> ResponseReturnValue:
 @bp.route("/<job_id>/stack")
 def panel(job_id: str, refused: str | None = None) -> ResponseReturnValue:
     """The stack panel: the request's state, and the stack with the time it was taken."""
-    jid = _parse(job_id)
+    jid = filters.required_job_id(job_id)
     with db.connection() as conn:
         stack = job_stacks.of_job(conn, jid)
     status = stack["job_status"] if stack else None  # a job that ended meanwhile: the panel stops asking
