@@ -3,6 +3,7 @@ processes, and expires without a table scan (the pruner deletes expired keys thr
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,9 +14,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from skiplock import EnqueueError, enqueue
+from skiplock import EnqueueError, enqueue, enqueue_async
 from skiplock.core.plumbing.config import load_settings
 from skiplock.core.plumbing.db import make_pool
+from skiplock.core.producer_async import close_default_async_pool
 from skiplock.services.pruner import Pruner
 from tests.support.helpers import scalar, wait_for
 from tests.support.workers import REPO
@@ -40,6 +42,36 @@ def test_second_enqueue_within_the_window_returns_the_first_job_after_it_finishe
     assert counts(conn) == before  # wrote nothing
     assert conn.execute("SELECT job_id, created_at, expires_at FROM unique_keys").fetchall() == key_row
     assert scalar(conn, "SELECT count(*) FROM test_effects") == 1
+
+
+def test_enqueue_async_holds_the_key_too_on_its_pool_and_inside_a_callers_transaction(conn, db_url):
+    async def run() -> tuple[int | None, ...]:
+        try:
+            first = await enqueue_async("t1", {"n": 1}, unique_key="async:1", unique_for=3600)
+            again = await enqueue_async("t1", {"n": 2}, unique_key="async:1", unique_for=3600)
+            async with await psycopg.AsyncConnection.connect(db_url) as mine:
+                inside = await enqueue_async("t1", {"n": 3}, unique_key="async:2", unique_for=60, conn=mine)
+                await mine.rollback()  # the caller's transaction rolls back: no job, no key
+            after = await enqueue_async("t1", {"n": 4}, unique_key="async:2", unique_for=60)
+            with pytest.raises(EnqueueError, match="unique_for needs a unique_key"):
+                await enqueue_async("t1", {}, unique_for=60)
+            return first, again, inside, after
+        finally:
+            await close_default_async_pool()
+
+    first, again, inside, after = asyncio.run(run())
+    assert again == first and after != inside
+    conn.execute("DELETE FROM jobs WHERE id = %s", (first,))  # the first job is done: its key still holds
+    assert asyncio.run(_enqueue_closing("async:1")) == first
+    assert counts(conn) == (1, 2)
+    assert scalar(conn, "SELECT job_id FROM unique_keys WHERE key = 'async:2'") == after
+
+
+async def _enqueue_closing(key: str) -> int | None:
+    try:
+        return await enqueue_async("t1", {"n": 5}, unique_key=key, unique_for=3600)
+    finally:
+        await close_default_async_pool()
 
 
 def test_the_in_flight_index_still_collapses_a_plain_unique_key(conn):

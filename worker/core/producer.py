@@ -346,10 +346,7 @@ def enqueue(
     raw = None if conn is None else adapters.sync_connection(conn)
     if REGISTRY.get(queue) is None:  # a producer without the task: its workers' options (task_defaults.py)
         refresh_task_defaults(raw, [queue])
-    if unique_for is not None:
-        window = unique_for_keys.seconds(unique_for)
-        if unique_key is None or on_conflict != "ignore" or depends_on is not None:
-            raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
+    window = unique_for_window(unique_for, unique_key, on_conflict, depends_on)
     options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
                "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version,
                "weight": weight}
@@ -360,10 +357,21 @@ def enqueue(
             return linked_insert.insert_linked(partial(_execute, raw), specs, parents, policies)[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, **options)
-        if unique_for is not None:
+        if window is not None:
             return unique_for_keys.enqueue(partial(_execute, raw), params, window)
         rows = _execute(raw, sql, params)
     return rows[0][0] if rows else None
+
+
+def unique_for_window(unique_for: float | timedelta | None, unique_key: str | None, on_conflict: str,
+                      depends_on: Iterable[int] | None) -> float | None:
+    """unique_for in seconds (None without it), checked with the options it goes with."""
+    if unique_for is None:
+        return None
+    window = unique_for_keys.seconds(unique_for)
+    if unique_key is None or on_conflict != "ignore" or depends_on is not None:
+        raise EnqueueError("unique_for needs a unique_key, and takes neither on_conflict nor depends_on")
+    return window
 
 
 def one_linked_job(queue: str, payload: Any, on_conflict: str, depends_on: Iterable[int] | None,

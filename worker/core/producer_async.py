@@ -20,6 +20,7 @@ import psycopg.conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from skiplock.core import linked_insert, task_defaults
+from skiplock.core import unique_for as unique_for_keys
 from skiplock.core.plumbing import adapters, tracing
 from skiplock.core.plumbing.config import load_settings, validate_database_url
 from skiplock.core.plumbing.db import connect_kwargs
@@ -31,6 +32,7 @@ from skiplock.core.producer import (
     linked_specs,
     one_linked_job,
     queues_of,
+    unique_for_window,
     unregistered_queues,
 )
 from skiplock.core.sql import queries
@@ -97,14 +99,16 @@ async def _refresh_task_defaults(conn: Any, queues: Iterable[Any]) -> None:
 @overload
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
-                        unique_key: None = ..., max_attempts: int | None = ..., on_conflict: str = ...,
+                        unique_key: None = ..., unique_for: None = ..., max_attempts: int | None = ...,
+                        on_conflict: str = ...,
                         lock_key: str | None = ..., tenant: str | None = ..., version: int | None = ...,
                         weight: int = ..., depends_on: Iterable[int] | None = ...,
                         on_dependency_failure: str = ...) -> int: ...
 @overload
 async def enqueue_async(queue: str, payload: Any, *, conn: Any = ..., priority: int = ...,
                         run_at: datetime | None = ..., delay: float | timedelta | None = ...,
-                        unique_key: str | None, max_attempts: int | None = ..., on_conflict: str = ...,
+                        unique_key: str | None, unique_for: float | timedelta | None = ...,
+                        max_attempts: int | None = ..., on_conflict: str = ...,
                         lock_key: str | None = ..., tenant: str | None = ...,
                         version: int | None = ..., weight: int = ..., depends_on: Iterable[int] | None = ...,
                         on_dependency_failure: str = ...) -> int | None: ...
@@ -119,6 +123,7 @@ async def enqueue_async(
     run_at: datetime | None = None,
     delay: float | timedelta | None = None,
     unique_key: str | None = None,
+    unique_for: float | timedelta | None = None,
     max_attempts: int | None = None,
     on_conflict: str = "ignore",
     lock_key: str | None = None,
@@ -129,10 +134,12 @@ async def enqueue_async(
     on_dependency_failure: str = "dead",
 ) -> int | None:
     """`enqueue` for asyncio: the job's id, or None when unique_key matched a job in flight
-    (on_conflict, lock_key, tenant, version, weight, depends_on and on_dependency_failure as for `enqueue`)."""
+    (unique_for, on_conflict, lock_key, tenant, version, weight, depends_on and on_dependency_failure as
+    for `enqueue`)."""
     if conn is not None:
         await adapters.async_connection(conn)  # an unsupported object fails before anything else
     await _refresh_task_defaults(conn, [queue])
+    window = unique_for_window(unique_for, unique_key, on_conflict, depends_on)
     options = {"priority": priority, "run_at": run_at, "delay": delay, "unique_key": unique_key,
                "max_attempts": max_attempts, "lock_key": lock_key, "tenant": tenant, "version": version,
                "weight": weight}
@@ -143,6 +150,8 @@ async def enqueue_async(
             return (await linked_insert.insert_linked_async(partial(_execute, conn), specs, parents, policies))[0]
     with tracing.enqueue_span(queue) as trace_context:  # OpenTelemetry, when configured
         sql, params = _one_job_statement(queue, payload, trace_context, on_conflict, **options)
+        if window is not None:
+            return await unique_for_keys.enqueue_async(partial(_execute, conn), params, window)
         rows = await _execute(conn, sql, params)
     return rows[0][0] if rows else None
 

@@ -12,7 +12,7 @@ Expired keys are deleted by the pruner through the expiry index; one left behind
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ Q = queries("unique_keys")
 MAX_UNIQUE_FOR = 10 * 365 * 86400.0
 
 Execute = Callable[[str, Mapping[str, Any]], list[tuple]]
+AsyncExecute = Callable[[str, Mapping[str, Any]], Awaitable[Sequence[Any]]]
 
 
 def seconds(value: object) -> float:
@@ -45,29 +46,49 @@ def enqueue(execute: Execute, params: dict[str, Any], window: float) -> int:
     `params` are the one-job INSERT's parameters (with unique_key); `execute` runs a statement on
     the caller's connection (joining its transaction) or on a pooled autocommit one.
     """
+    steps = _steps(params, window)
+    rows: list[tuple] | None = None
+    try:
+        while True:
+            sql, step_params = steps.send(rows)
+            rows = execute(sql, step_params)
+    except StopIteration as done:
+        return int(done.value)
+
+
+async def enqueue_async(execute: AsyncExecute, params: dict[str, Any], window: float) -> int:
+    """`enqueue` for asyncio: the same statements, each awaited on the caller's async connection."""
+    steps = _steps(params, window)
+    rows: Sequence[Any] | None = None
+    try:
+        while True:
+            sql, step_params = steps.send(rows)
+            rows = await execute(sql, step_params)
+    except StopIteration as done:
+        return int(done.value)
+
+
+def _steps(params: dict[str, Any], window: float) -> Generator[tuple[str, dict[str, Any]], Any, int]:
+    """The statements of one enqueue with unique_for, each yielded with its parameters and sent back its
+    rows, so that the sync and the async producer run one logic with their own I/O."""
     params = {**params, "unique_for": window, "trace_context": params.get("trace_context")}
-    [(claimed, inserted)] = execute(Q.enqueue_unique_for, params)
-    if claimed is None:
-        rows = execute(Q.held_job, params)
-        if rows:
-            return int(rows[0][0])
-        # the holder expired and was pruned between the two statements: take the key now
-        return enqueue(execute, params, window)
-    if inserted is not None:
-        return int(inserted)
-    adopted = execute(Q.adopt_inflight, params)
-    if adopted:
-        return int(adopted[0][0])
-    # the in-flight job finished between the two statements: its key row still names an unused id,
-    # so point the key at a job again (this call inserts one now that the in-flight index is free)
-    return enqueue_after_release(execute, params)
-
-
-def enqueue_after_release(execute: Execute, params: dict[str, Any]) -> int:
-    """Give the key taken by this call a job of its own (rare: see enqueue)."""
-    rows = execute(Q.expire_now, params)
-    assert rows, "the key was taken in this call's transaction or committed by it"
-    return enqueue(execute, params, params["unique_for"])
+    while True:
+        [(claimed, inserted)] = yield Q.enqueue_unique_for, params
+        if claimed is None:
+            rows = yield Q.held_job, params
+            if rows:
+                return int(rows[0][0])
+            continue  # the holder expired and was pruned between the two statements: take the key now
+        if inserted is not None:
+            return int(inserted)
+        adopted = yield Q.adopt_inflight, params
+        if adopted:
+            return int(adopted[0][0])
+        # The in-flight job finished between the two statements: its key row still names an unused id.
+        # Expire the key this call took (in its own transaction, or committed by it) and take it again,
+        # which inserts a job now that the in-flight index is free.
+        expired = yield Q.expire_now, params
+        assert expired, "the key was taken in this call's transaction or committed by it"
 
 
 def prune(conn: psycopg.Connection, limit: int) -> int:
