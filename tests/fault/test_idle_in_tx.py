@@ -69,7 +69,13 @@ def test_idle_in_tx(conn, db_url, spawn_worker):
         wait_for(lambda: remaining(conn) == 0, timeout=120, message="the queue to drain past the open transaction")
 
         held_back = dead_tuples_after_vacuum(conn)
-        offenders = idle_in_transaction(conn)
+        # A live worker's own transactions are idle between their statements for a moment (a heartbeat's
+        # several statements), and a check at that moment lists them: idle in one for over a second is what
+        # holds vacuum back. The holder's is older than that by now (opened before the enqueue and the drain).
+        wait_for(lambda: scalar(conn, "SELECT now() - xact_start > interval '1 second' FROM pg_stat_activity "
+                                      "WHERE pid = %s", (holder.info.backend_pid,)), timeout=10,
+                 message="the holder's transaction to be a second old")
+        offenders = idle_in_transaction(conn, seconds=1.0)
         assert [o["application_name"] for o in offenders] == ["fault-idle-holder"]
         assert offenders[0]["pid"] == holder.info.backend_pid
         assert offenders[0]["backend_xid"] is not None

@@ -54,7 +54,7 @@ def test_enqueue_async_holds_the_key_too_on_its_pool_and_inside_a_callers_transa
                 await mine.rollback()  # the caller's transaction rolls back: no job, no key
             after = await enqueue_async("t1", {"n": 4}, unique_key="async:2", unique_for=60)
             with pytest.raises(EnqueueError, match="unique_for needs a unique_key"):
-                await enqueue_async("t1", {}, unique_for=60)
+                await enqueue_async("t1", {}, unique_for=60)  # type: ignore[call-overload]  # refused on purpose
             return first, again, inside, after
         finally:
             await close_default_async_pool()

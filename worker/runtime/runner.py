@@ -40,7 +40,7 @@ from skiplock.core.features.run_times import RunTimeRecorder
 from skiplock.core.features.waiting import Waiting
 from skiplock.core.features.worker_control import WorkerCommand
 from skiplock.core.plumbing.config import Settings
-from skiplock.core.plumbing.db import make_pool, session_settings
+from skiplock.core.plumbing.db import describe_db_error, make_pool, session_settings
 from skiplock.core.producer import default_pool
 from skiplock.core.registry import REGISTRY, Registry, Task
 from skiplock.core.status import HistoryMode
@@ -218,6 +218,13 @@ class Worker:
         log.info("worker %s starting: queues=%s concurrency=%d async_concurrency=%s batch=%d", self.worker_id,
                  ",".join(self.queues), self.settings.concurrency,
                  self.settings.async_concurrency if self.async_loop else "-", self.settings.batch_size)
+        # The worker row before the first claim: a job it claims is then never shown as held by a worker
+        # with no row ("why is it not running" called a just-started worker silent). The registry service
+        # below refreshes it from then on, and retries a first write that failed.
+        try:
+            self._refresh_worker_row()
+        except Exception as exc:
+            log.warning("worker row not written at start (%s); the registry retries it", describe_db_error(exc))
         self._start_threads()
         try:
             self.claimer.run()
