@@ -26,6 +26,7 @@ import psycopg
 from skiplock.core.plumbing.migrate import apply_migrations
 from skiplock.tools import bench, bench_seed
 from tests.benchmarks.batch_tasks import BATCH, ONE
+from tests.benchmarks.proc_cpu import cpu_seconds
 
 TASKS = "tests.benchmarks.batch_tasks"
 
@@ -40,17 +41,6 @@ def prepare(url: str) -> None:
         conn.execute("VACUUM ANALYZE jobs")
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds used so far by these processes (those gone count 0)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-    return total / tick
 
 
 def drain_pids(conn: psycopg.Connection) -> list[int]:

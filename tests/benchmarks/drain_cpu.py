@@ -22,20 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.benchmarks.proc_cpu import cpu_seconds
+
 CHILD = "--child"
+REPO = Path(__file__).resolve().parents[2]
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds used so far by these processes (those gone count 0)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-    return total / tick
 
 
 def child(url: str, jobs: int) -> None:
@@ -95,8 +87,10 @@ def main() -> None:
         for label in labels:
             url = scratch_url(admin, f"skiplock_drain_cpu_{label}")
             load = Path("/proc/loadavg").read_text().split()[0]
+            # the checkout's python imports its own `skiplock`, and this repository's `tests` (this file's helpers)
+            env = {**os.environ, "PYTHONPATH": str(REPO)}
             out = subprocess.run([pythons[label], str(Path(__file__).resolve()), CHILD, url, str(args.jobs)],
-                                 capture_output=True, text=True, check=True).stdout.split()
+                                 capture_output=True, text=True, check=True, env=env).stdout.split()
             rate, worker_us, pg_us = (float(x) for x in out[-3:])
             results[label].append((rate, worker_us, pg_us))
             print(f"round {round_no + 1} {label:10} {rate:9.0f} jobs/s  CPU per job: worker {worker_us:5.1f} us, "

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from skiplock.core.producer import enqueue_many
 from skiplock.tools import bench_seed
 from skiplock.tools.bench import BENCH_QUEUE, scratch_database, server_facts, skiplock_workers, wait_acked
+from tests.benchmarks.proc_cpu import cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results" / "search_write_cost.json"
 BATCH = 100
@@ -46,19 +47,6 @@ INDEXES = ("jobs_payload_idx", "jobs_unique_key_idx", "jobs_lock_key_idx", "jobs
 def payload(n: int) -> dict[str, Any]:
     return {"customer": {"id": n % 50_000, "plan": ("free", "pro", "team")[n % 3]}, "order": n,
             "to": f"user{n}@example.com", "items": [{"sku": f"SKU-{n % 2000}", "qty": 1 + n % 4}]}
-
-
-def backend_cpu(pids: list[int]) -> float:
-    """CPU seconds the given local PostgreSQL backends have used so far (0 for one that is gone)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-    return total
 
 
 def other_backends(conn: psycopg.Connection) -> list[int]:
@@ -76,10 +64,10 @@ def enqueue_all(url: str, jobs: int, keyed: bool, offset: int) -> tuple[float, f
                         tenant=f"tenant-{n % 500}")
     with psycopg.connect(url, autocommit=True) as conn:
         pid = [conn.info.backend_pid]
-        started, cpu = time.perf_counter(), backend_cpu(pid)
+        started, cpu = time.perf_counter(), cpu_seconds(pid)
         for at in range(0, jobs, BATCH):
             enqueue_many(items[at:at + BATCH], conn=conn)
-        return time.perf_counter() - started, backend_cpu(pid) - cpu
+        return time.perf_counter() - started, cpu_seconds(pid) - cpu
 
 
 def drain(url: str, jobs: int, offset: int) -> tuple[float, float]:
@@ -88,12 +76,12 @@ def drain(url: str, jobs: int, offset: int) -> tuple[float, float]:
     with skiplock_workers(url, 2, concurrency=50, batch_size=50), psycopg.connect(url, autocommit=True) as conn:
         items = [{"queue": BENCH_QUEUE, "payload": payload(offset + n)} for n in range(jobs)]
         before = other_backends(conn)
-        cpu = backend_cpu(before)
+        cpu = cpu_seconds(before)
         enqueue_many(items, conn=conn)
         committed = time.monotonic()
         done = wait_acked(url, jobs, timeout=max(120.0, jobs / 50))
         # the waiter's own polls are not the drain's: its backend is this connection, left out
-        spent = backend_cpu(sorted(set(before) | set(other_backends(conn)))) - cpu
+        spent = cpu_seconds(sorted(set(before) | set(other_backends(conn)))) - cpu
     return done - committed, spent
 
 
